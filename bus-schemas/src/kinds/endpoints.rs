@@ -1,0 +1,42 @@
+//! Endpoints. STUB: being completed by the kinds helper.
+
+use serde::{Deserialize, Serialize};
+
+use crate::meta::ObjectMeta;
+use crate::resource::KindInfo;
+use crate::status::Cause;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoints {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+}
+
+crate::body_resource!(
+    Endpoints,
+    KindInfo {
+        kind: "Endpoints",
+        api_version: "v1",
+        plural: "endpoints",
+        short_names: &["ep"],
+        namespaced: true,
+        has_status: false,
+    }
+);
+
+impl Endpoints {
+    fn validate_fields(&self) -> Vec<Cause> {
+        Vec::new()
+    }
+
+    fn validate_update_fields(&self, _old: &Self) -> Vec<Cause> {
+        Vec::new()
+    }
+
+    fn default_fields(&mut self) {}
+}

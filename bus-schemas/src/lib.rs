@@ -1,0 +1,33 @@
+//! Shoal's public contract: everything that travels on the bus, and nothing that moves it.
+//!
+//! # Layout
+//! - [`meta`]: ObjectMeta, OwnerReference, conditions: the shape every object shares.
+//! - [`resource`]: the [`resource::Resource`] trait and [`resource::KindInfo`].
+//! - [`kinds`]: one module per kind (Pod, Node, ReplicaSet, …) with its defaults and validation;
+//!   [`kinds::KINDS`] lists them and [`with_kind!`] dispatches from a kind name to its type.
+//! - [`api`]: request and reply bodies of the API verbs.
+//! - [`subjects`]: the only place a subject string is built.
+//! - [`codec`]: msgpack (named fields) for the bus; strict decoding with field paths for input.
+//! - [`manifest`]: YAML/JSON multi-document manifests as people write them.
+//! - [`selector`]: label and field selectors (the full Kubernetes grammar).
+//! - [`quantity`]: resource quantities (`100m`, `128Mi`), exact.
+//! - [`validation`]: names, labels and metadata rules shared by all kinds.
+//! - [`status`]: the Status error object with field-path causes.
+//!
+//! No NATS, actix or tokio type appears here: the contract never pins a client version.
+
+pub mod api;
+pub mod codec;
+pub mod kinds;
+pub mod manifest;
+pub mod meta;
+pub mod quantity;
+pub mod resource;
+pub mod selector;
+pub mod status;
+pub mod subjects;
+pub mod validation;
+
+pub use meta::{Condition, ObjectMeta, OwnerReference, Time, TypeMeta};
+pub use resource::{KindInfo, Resource};
+pub use status::{Cause, Reason, Status};

@@ -1,0 +1,1 @@
+//! Resource quantities. PLACEHOLDER: being written by a helper.

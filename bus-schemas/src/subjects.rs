@@ -1,0 +1,239 @@
+//! Every NATS subject Shoal uses is built here and nowhere else.
+//!
+//! Object names, namespaces and node names become subject tokens. They are escaped reversibly
+//! (`%XX` for `.`, `*`, `>`, `%`, `_`, whitespace and anything outside printable ASCII) so
+//! a name with dots cannot split into extra tokens. `_` alone stands for "no namespace".
+
+/// The stream that holds the cluster's state log.
+pub const OBJECTS_STREAM: &str = "SHOAL_OBJECTS";
+/// Every object event: `shoal.v1.obj.<kind>.<namespace>.<name>`.
+pub const OBJECTS_ALL: &str = "shoal.v1.obj.>";
+/// The queue group API actors share.
+pub const API_QUEUE_GROUP: &str = "shoal-api";
+/// Every API request subject.
+pub const API_ALL: &str = "shoal.v1.api.>";
+/// Every node report.
+pub const NODE_ALL: &str = "shoal.v1.node.>";
+/// The stream of log lines and its subjects.
+pub const LOGS_STREAM: &str = "SHOAL_LOGS";
+pub const LOGS_ALL: &str = "shoal.v1.logs.>";
+/// The object store that is the cluster's image registry.
+pub const IMAGE_STORE: &str = "shoal-images";
+
+/// The token that stands for an empty namespace (cluster-scoped kinds).
+pub const CLUSTER_SCOPE_TOKEN: &str = "_";
+
+/// Header naming the event type on object subjects: ADDED, MODIFIED or DELETED.
+pub const HEADER_EVENT: &str = "Shoal-Event";
+/// Header carrying the HTTP-style result code on API replies (absent or 2xx means success).
+pub const HEADER_CODE: &str = "Shoal-Code";
+/// W3C trace context, propagated from request to object event.
+pub const HEADER_TRACEPARENT: &str = "traceparent";
+
+pub fn encode_token(raw: &str) -> String {
+    if raw.is_empty() {
+        return CLUSTER_SCOPE_TOKEN.to_string();
+    }
+    let mut out = String::with_capacity(raw.len());
+    for byte in raw.bytes() {
+        let plain = byte.is_ascii_graphic() && !matches!(byte, b'.' | b'*' | b'>' | b'%' | b'_');
+        if plain {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("subject token {token:?} is not a valid Shoal token: {why}")]
+pub struct TokenError {
+    pub token: String,
+    pub why: &'static str,
+}
+
+pub fn decode_token(token: &str) -> Result<String, TokenError> {
+    if token == CLUSTER_SCOPE_TOKEN {
+        return Ok(String::new());
+    }
+    let err = |why| TokenError { token: token.to_string(), why };
+    let bytes = token.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = token.get(i + 1..i + 3).ok_or_else(|| err("truncated escape"))?;
+            let value = u8::from_str_radix(hex, 16).map_err(|_| err("bad escape"))?;
+            out.push(value);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| err("escape decodes to invalid UTF-8"))
+}
+
+/// `shoal.v1.obj.<kind>.<ns>.<name>`: where one object's versions live.
+pub fn object(kind_token: &str, namespace: &str, name: &str) -> String {
+    format!("shoal.v1.obj.{kind_token}.{}.{}", encode_token(namespace), encode_token(name))
+}
+
+/// Every object of one kind, optionally within one namespace.
+pub fn objects_of(kind_token: &str, namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!("shoal.v1.obj.{kind_token}.{}.*", encode_token(ns)),
+        None => format!("shoal.v1.obj.{kind_token}.>"),
+    }
+}
+
+/// The parts of an object subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectKey {
+    pub kind_token: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+pub fn parse_object(subject: &str) -> Option<ObjectKey> {
+    let rest = subject.strip_prefix("shoal.v1.obj.")?;
+    let mut parts = rest.split('.');
+    let kind_token = parts.next()?.to_string();
+    let namespace = decode_token(parts.next()?).ok()?;
+    let name = decode_token(parts.next()?).ok()?;
+    if parts.next().is_some() || name.is_empty() {
+        return None;
+    }
+    Some(ObjectKey { kind_token, namespace, name })
+}
+
+/// `shoal.v1.api.<kind>.<verb>`: request/reply with the API actors.
+pub fn api(kind_token: &str, verb: Verb) -> String {
+    format!("shoal.v1.api.{kind_token}.{}", verb.as_str())
+}
+
+/// Splits an API subject into kind token and verb.
+pub fn parse_api(subject: &str) -> Option<(&str, Option<Verb>)> {
+    let rest = subject.strip_prefix("shoal.v1.api.")?;
+    let (kind, verb) = rest.split_once('.')?;
+    Some((kind, Verb::parse(verb)))
+}
+
+/// What an API request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    Create,
+    Update,
+    UpdateStatus,
+    Patch,
+    Delete,
+    Get,
+    List,
+    /// Create if absent, otherwise update (what `shoal apply` uses).
+    Apply,
+}
+
+impl Verb {
+    pub const ALL: [Verb; 8] = [
+        Verb::Create,
+        Verb::Update,
+        Verb::UpdateStatus,
+        Verb::Patch,
+        Verb::Delete,
+        Verb::Get,
+        Verb::List,
+        Verb::Apply,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::UpdateStatus => "update-status",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Apply => "apply",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Verb> {
+        Verb::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// `shoal.v1.node.<node>.<what>`: reports from one node agent (status, pod status, heartbeats).
+pub fn node_report(node: &str, what: &str) -> String {
+    format!("shoal.v1.node.{}.{what}", encode_token(node))
+}
+
+/// `shoal.v1.logs.<ns>.<pod>.<container>`.
+pub fn logs(namespace: &str, pod: &str, container: &str) -> String {
+    format!(
+        "shoal.v1.logs.{}.{}.{}",
+        encode_token(namespace),
+        encode_token(pod),
+        encode_token(container)
+    )
+}
+
+/// `shoal.v1.metrics.<node>.<ns>.<pod>`.
+pub fn metrics(node: &str, namespace: &str, pod: &str) -> String {
+    format!(
+        "shoal.v1.metrics.{}.{}.{}",
+        encode_token(node),
+        encode_token(namespace),
+        encode_token(pod)
+    )
+}
+
+/// `shoal.v1.hooks.autoscale.<name>`.
+pub fn autoscale_hook(name: &str) -> String {
+    format!("shoal.v1.hooks.autoscale.{}", encode_token(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_for_awkward_names() {
+        for raw in ["web-1", "a.b.c", "x*y>z", "100%", "_", "__", "sp ace", "ünï", "tab\t", ""] {
+            let token = encode_token(raw);
+            assert!(!token.contains('.'), "{raw:?} -> {token:?}");
+            assert!(!token.contains(' '));
+            assert_eq!(decode_token(&token).unwrap(), raw, "round trip of {raw:?}");
+        }
+    }
+
+    #[test]
+    fn object_subject_parses_back() {
+        let s = object("pod", "default", "web.v1.example");
+        assert_eq!(s, "shoal.v1.obj.pod.default.web%2Ev1%2Eexample");
+        let key = parse_object(&s).unwrap();
+        assert_eq!(key.namespace, "default");
+        assert_eq!(key.name, "web.v1.example");
+        let cluster = object("node", "", "n1");
+        assert_eq!(cluster, "shoal.v1.obj.node._.n1");
+        assert_eq!(parse_object(&cluster).unwrap().namespace, "");
+    }
+
+    #[test]
+    fn bad_tokens_are_rejected() {
+        assert!(decode_token("%4").is_err());
+        assert!(decode_token("%zz").is_err());
+        assert!(decode_token("%FF").is_err());
+        assert!(parse_object("shoal.v1.obj.pod.default").is_none());
+    }
+
+    #[test]
+    fn verbs_round_trip() {
+        for v in Verb::ALL {
+            assert_eq!(Verb::parse(v.as_str()), Some(v));
+            let s = api("pod", v);
+            assert_eq!(parse_api(&s), Some(("pod", Some(v))));
+        }
+    }
+}
