@@ -67,9 +67,15 @@ pub trait Resource:
     }
     /// Kubernetes-style defaults for the spec.
     fn apply_defaults(&mut self) {}
+
+    /// A field's value as text for field selectors (`metadata.name`, `spec.nodeName`,
+    /// `status.phase`); None for fields the kind does not support selecting on.
+    fn field_value(&self, field: &str) -> Option<String>;
 }
 
-/// Implements [`Resource`] for a kind with `spec` and `status` fields.
+/// Implements [`Resource`] for a kind with `spec` and `status` fields. The kind defines the
+/// inherent methods `validate_fields`, `validate_update_fields`, `default_fields` and
+/// `kind_field_value` that the trait methods delegate to.
 #[macro_export]
 macro_rules! spec_status_resource {
     ($ty:ty, $info:expr) => {
@@ -101,6 +107,14 @@ macro_rules! spec_status_resource {
                 self.validate_update_fields(old)
             }
             fn apply_defaults(&mut self) { self.default_fields() }
+            fn field_value(&self, field: &str) -> Option<String> {
+                match field {
+                    "metadata.name" => Some(self.metadata.name.clone()),
+                    "metadata.namespace" => Some(self.metadata.namespace.clone()),
+                    "metadata.uid" => Some(self.metadata.uid.clone()),
+                    _ => self.kind_field_value(field),
+                }
+            }
             $($body)*
         }
     };

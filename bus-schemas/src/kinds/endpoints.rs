@@ -39,4 +39,8 @@ impl Endpoints {
     }
 
     fn default_fields(&mut self) {}
+
+    fn kind_field_value(&self, _field: &str) -> Option<String> {
+        None
+    }
 }

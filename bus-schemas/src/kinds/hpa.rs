@@ -51,4 +51,8 @@ impl HorizontalPodAutoscaler {
     }
 
     fn default_fields(&mut self) {}
+
+    fn kind_field_value(&self, _field: &str) -> Option<String> {
+        None
+    }
 }

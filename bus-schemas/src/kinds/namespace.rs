@@ -69,4 +69,11 @@ impl Namespace {
             self.status.phase = "Active".into();
         }
     }
+
+    fn kind_field_value(&self, field: &str) -> Option<String> {
+        match field {
+            "status.phase" => Some(self.status.phase.clone()),
+            _ => None,
+        }
+    }
 }

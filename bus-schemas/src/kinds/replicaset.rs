@@ -51,4 +51,8 @@ impl ReplicaSet {
     }
 
     fn default_fields(&mut self) {}
+
+    fn kind_field_value(&self, _field: &str) -> Option<String> {
+        None
+    }
 }
