@@ -71,7 +71,7 @@ pub struct ListMeta {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", bound(deserialize = "T: Deserialize<'de>"))]
 pub struct ObjectList<T> {
     #[serde(default)]
     pub api_version: String,

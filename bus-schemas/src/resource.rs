@@ -39,7 +39,7 @@ impl KindInfo {
 }
 
 pub trait Resource:
-    Serialize + DeserializeOwned + Clone + Debug + PartialEq + Send + Sync + 'static
+    Serialize + DeserializeOwned + Clone + Debug + Default + PartialEq + Send + Sync + 'static
 {
     const INFO: KindInfo;
 

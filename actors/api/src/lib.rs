@@ -1,1 +1,89 @@
-//! placeholder
+//! API actors: the only writers of the state log.
+//!
+//! # Layout
+//! - [`actor`]: the actix adapter: subscriptions in, replies out, one task per request.
+//! - [`server`]: routing by subject to verb and kind; node reports.
+//! - [`write`]: create, update, update-status, apply, patch, delete (CAS, graceful deletion).
+//! - [`read`]: get, and list served from the shared cache made consistent with the log.
+//! - [`admission`]: namespaces, priorities, node ownership.
+//! - [`merge_patch`], [`reply`], [`request`]: small helpers.
+//!
+//! Replicas share `shoal.v1.api.>` and `shoal.v1.node.>` as a NATS queue group: any number
+//! can run, and losing one loses only its in-flight requests (which clients retry; the
+//! request id makes the retry idempotent).
+
+pub mod actor;
+pub mod admission;
+pub mod merge_patch;
+pub mod read;
+pub mod reply;
+pub mod request;
+pub mod server;
+pub mod write;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use actix::Actor;
+use bus_schemas::subjects;
+use shoal_bus::{InformerFactory, Store, StoreError};
+
+pub use server::{ApiServer, NODE_LEASE_NAMESPACE};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiRunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("subscribing to {subject}: {detail}")]
+    Subscribe { subject: String, detail: String },
+}
+
+#[derive(Clone, Default)]
+pub struct ApiConfig {
+    /// Shares another process's informers (the one-machine cluster hosts every actor).
+    pub informers: Option<InformerFactory>,
+}
+
+/// Serves API requests until `shutdown` resolves. Must run inside an actix system.
+pub async fn run(
+    config: ApiConfig,
+    nats: async_nats::Client,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ApiRunError> {
+    let store = Store::open(nats.clone()).await?;
+    let informers = config.informers.unwrap_or_else(|| InformerFactory::new(store.clone()));
+    let max_payload = nats.server_info().max_payload;
+    let server = Arc::new(ApiServer::new(store, informers, max_payload));
+    let mut subscriptions = Vec::new();
+    for subject in [subjects::API_ALL, subjects::NODE_ALL] {
+        let sub = nats
+            .queue_subscribe(subject, subjects::API_QUEUE_GROUP.to_string())
+            .await
+            .map_err(|e| ApiRunError::Subscribe { subject: subject.into(), detail: e.to_string() })?;
+        subscriptions.push(sub);
+    }
+    // Make sure the subscriptions are registered server-side before we report ready.
+    let _ = nats.flush().await;
+    let addr = actor::ApiActor::new(server, nats, subscriptions).start();
+    tracing::info!("API actor serving {} and {}", subjects::API_ALL, subjects::NODE_ALL);
+    shutdown.await;
+    let _ = addr.send(actor::Shutdown).await;
+    Ok(())
+}
+
+/// Namespaces every cluster has.
+pub const BOOTSTRAP_NAMESPACES: &[&str] = &["default", "shoal-system", NODE_LEASE_NAMESPACE];
+
+/// Creates what every cluster has (namespaces). Idempotent: run at every start.
+pub async fn bootstrap(api: &shoal_bus::ApiClient) -> Result<(), shoal_bus::ApiError> {
+    for name in BOOTSTRAP_NAMESPACES {
+        let mut ns = bus_schemas::kinds::Namespace::default();
+        ns.metadata.name = name.to_string();
+        match api.create(&ns).await {
+            Ok(_) => {}
+            Err(e) if e.is_already_exists() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

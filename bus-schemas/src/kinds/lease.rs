@@ -1,8 +1,9 @@
-//! Lease. STUB: being completed by the kinds helper.
+//! Lease: a named lock with a holder and an expiry, for leader election and node heartbeats.
 
 use serde::{Deserialize, Serialize};
 
-use crate::meta::ObjectMeta;
+use super::common::{is_default, non_negative};
+use crate::meta::{ObjectMeta, Time};
 use crate::resource::KindInfo;
 use crate::status::Cause;
 
@@ -17,15 +18,29 @@ pub struct Lease {
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: LeaseSpec,
-    #[serde(default)]
+    /// Always empty: Kubernetes' Lease has no status. Kept so Lease fits the spec/status shape.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub status: LeaseStatus,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LeaseSpec {}
+pub struct LeaseSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_identity: Option<String>,
+    /// How long after renewTime the lease may be taken by another candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_duration_seconds: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquire_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_time: Option<Time>,
+    /// Holder changes so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_transitions: Option<i32>,
+}
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseStatus {}
 
@@ -42,8 +57,34 @@ crate::spec_status_resource!(
 );
 
 impl Lease {
+    /// When the lease lapses unless renewed: renewTime (or acquireTime) plus the duration.
+    pub fn expires_at(&self) -> Option<Time> {
+        let since = self.spec.renew_time.or(self.spec.acquire_time)?;
+        let duration = self.spec.lease_duration_seconds?;
+        Some(since + chrono::Duration::seconds(i64::from(duration)))
+    }
+
+    /// Whether a candidate may take the lease at `now`: nobody holds it, or it lapsed.
+    pub fn is_available(&self, now: Time) -> bool {
+        let held = self.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty());
+        !held || self.expires_at().is_none_or(|t| t <= now)
+    }
+
     fn validate_fields(&self) -> Vec<Cause> {
-        Vec::new()
+        let mut causes = Vec::new();
+        if let Some(duration) = self.spec.lease_duration_seconds {
+            if duration <= 0 {
+                causes.push(super::common::invalid_value(
+                    "spec.leaseDurationSeconds",
+                    duration,
+                    "must be greater than 0",
+                ));
+            }
+        }
+        if let Some(transitions) = self.spec.lease_transitions {
+            causes.extend(non_negative(transitions, "spec.leaseTransitions"));
+        }
+        causes
     }
 
     fn validate_update_fields(&self, _old: &Self) -> Vec<Cause> {
@@ -52,7 +93,10 @@ impl Lease {
 
     fn default_fields(&mut self) {}
 
-    fn kind_field_value(&self, _field: &str) -> Option<String> {
-        None
+    fn kind_field_value(&self, field: &str) -> Option<String> {
+        match field {
+            "spec.holderIdentity" => Some(self.spec.holder_identity.clone().unwrap_or_default()),
+            _ => None,
+        }
     }
 }

@@ -16,6 +16,15 @@ pub mod priorityclass;
 pub mod replicaset;
 pub mod service;
 
+// Types shared by several kinds.
+pub mod affinity;
+pub mod common;
+pub mod container;
+pub mod intstr;
+pub mod pod_spec;
+pub mod probe;
+pub mod template;
+
 pub use daemonset::DaemonSet;
 pub use deployment::Deployment;
 pub use endpoints::Endpoints;
@@ -29,6 +38,14 @@ pub use pod::Pod;
 pub use priorityclass::PriorityClass;
 pub use replicaset::ReplicaSet;
 pub use service::Service;
+
+pub use affinity::{Affinity, Toleration};
+pub use common::ObjectReference;
+pub use container::{Container, ResourceRequirements};
+pub use intstr::IntOrString;
+pub use pod_spec::PodSpec;
+pub use probe::Probe;
+pub use template::PodTemplateSpec;
 
 use crate::resource::{KindInfo, Resource};
 

@@ -1,1 +1,89 @@
-fn main() {}
+//! `shoal`: run a one-machine cluster, and talk to any cluster over NATS.
+//!
+//! # Layout
+//! - `cli`: the command line (clap).
+//! - `up`: `shoal up`, the one-machine cluster (nats-server child + every actor).
+//! - `apply`, `get`, `describe`, `delete`, `label`: kubectl-like object commands.
+//! - `table`: per-kind table columns; `output`: yaml/json/name printers.
+//! - `kinds`: resolving kind names people type (`po`, `deploy,svc`).
+//! - `remote`: untyped requests to the API (objects as JSON values).
+
+mod apply;
+mod cli;
+mod delete;
+mod describe;
+mod get;
+mod kinds;
+mod label;
+mod output;
+mod remote;
+mod table;
+mod up;
+
+use clap::Parser;
+
+fn main() {
+    restore_default_sigpipe();
+    let cli = cli::Cli::parse();
+    init_tracing(cli.verbose);
+    let code = match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+/// Rust ignores SIGPIPE, so `shoal get … | head` would panic on the closed pipe; a command
+/// line tool should end quietly instead, as every Unix tool does.
+#[allow(unsafe_code)]
+fn restore_default_sigpipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: signal(2) with SIG_DFL installs no Rust handler; done before any thread starts.
+    unsafe {
+        let _ = signal(Signal::SIGPIPE, SigHandler::SigDfl);
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn run(cli: cli::Cli) -> anyhow::Result<i32> {
+    use cli::Command;
+    let nats_url = cli.nats.clone();
+    match cli.command {
+        Command::Up(args) => {
+            let system = actix::System::new();
+            system.block_on(up::run(args))?;
+            Ok(0)
+        }
+        command => {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(async move {
+                let session = remote::Session::connect(&nats_url).await?;
+                match command {
+                    Command::Apply(a) => apply::run(&session, a).await,
+                    Command::Get(a) => get::run(&session, a).await,
+                    Command::Describe(a) => describe::run(&session, a).await,
+                    Command::Delete(a) => delete::run(&session, a).await,
+                    Command::Label(a) => label::run(&session, a, label::Target::Labels).await,
+                    Command::Annotate(a) => {
+                        label::run(&session, a, label::Target::Annotations).await
+                    }
+                    Command::Version => remote::version(&session).await,
+                    Command::Up(_) => unreachable!("handled above"),
+                }
+            })
+        }
+    }
+}

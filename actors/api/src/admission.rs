@@ -1,0 +1,121 @@
+//! Admission: policy applied after validation and before the write — namespaces must exist
+//! and not be terminating, pod priorities are resolved from PriorityClasses, and a node may
+//! write only what is bound to it.
+
+use std::any::Any;
+
+use bus_schemas::kinds::{Namespace, Node, Pod, PriorityClass};
+use bus_schemas::{Reason, Resource, Status};
+
+use crate::server::ApiServer;
+
+pub(crate) async fn admit<K: Resource>(
+    server: &ApiServer,
+    obj: &mut K,
+    old: Option<&K>,
+) -> Result<(), Status> {
+    if K::INFO.namespaced && old.is_none() {
+        check_namespace(server, &obj.meta().namespace).await?;
+    }
+    if let Some(pod) = (obj as &mut dyn Any).downcast_mut::<Pod>() {
+        match old.and_then(|o| (o as &dyn Any).downcast_ref::<Pod>()) {
+            None => resolve_priority(server, pod).await?,
+            // Priority is resolved once, at creation; updates keep it.
+            Some(old) => {
+                if pod.spec.priority.is_none() {
+                    pod.spec.priority = old.spec.priority;
+                }
+                if pod.spec.preemption_policy.is_empty() {
+                    pod.spec.preemption_policy = old.spec.preemption_policy.clone();
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn check_namespace(server: &ApiServer, namespace: &str) -> Result<(), Status> {
+    match server.current::<Namespace>("", namespace).await? {
+        None => Err(Status::not_found("Namespace", "", namespace)),
+        Some((ns, _)) if ns.metadata.deletion_timestamp.is_some() => Err(Status::new(
+            Reason::Forbidden,
+            format!("namespace {namespace:?} is being terminated: no new objects may be created in it"),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+async fn resolve_priority(server: &ApiServer, pod: &mut Pod) -> Result<(), Status> {
+    let class_name = pod.spec.priority_class_name.clone();
+    if class_name.is_empty() {
+        pod.spec.priority.get_or_insert(0);
+        return Ok(());
+    }
+    match server.current::<PriorityClass>("", &class_name).await? {
+        Some((class, _)) => {
+            pod.spec.priority = Some(class.value);
+            if pod.spec.preemption_policy.is_empty() {
+                pod.spec.preemption_policy = class.preemption_policy.clone();
+            }
+            Ok(())
+        }
+        None => Err(Status::new(
+            Reason::Forbidden,
+            format!("no PriorityClass with name {class_name:?} was found"),
+        )),
+    }
+}
+
+/// The grace period a deletion gets: pods running on a node get time to stop; everything
+/// else is removed at once (or when its finalizers are gone).
+pub(crate) fn grace_period<K: Resource>(obj: &K, requested: Option<i64>) -> i64 {
+    let Some(pod) = (obj as &dyn Any).downcast_ref::<Pod>() else { return 0 };
+    if pod.spec.node_name.is_empty() || is_terminal(pod) {
+        return 0;
+    }
+    requested.or(pod.spec.termination_grace_period_seconds).unwrap_or(30).max(0)
+}
+
+/// A bound, still-running pod is removed only when its node confirms its containers stopped
+/// (the node deletes it again with grace period 0).
+pub(crate) fn awaits_node<K: Resource>(obj: &K) -> bool {
+    let Some(pod) = (obj as &dyn Any).downcast_ref::<Pod>() else { return false };
+    !pod.spec.node_name.is_empty()
+        && !is_terminal(pod)
+        && pod.metadata.deletion_grace_period_seconds.unwrap_or(0) > 0
+}
+
+fn is_terminal(pod: &Pod) -> bool {
+    matches!(pod.status.phase.as_str(), "Succeeded" | "Failed")
+}
+
+/// Side effects of starting a deletion.
+pub(crate) fn on_delete<K: Resource>(obj: &mut K) {
+    if let Some(ns) = (obj as &mut dyn Any).downcast_mut::<Namespace>() {
+        ns.status.phase = "Terminating".into();
+    }
+}
+
+/// A node may write only its own Node object and the pods bound to it.
+pub(crate) fn check_node_owns<K: Resource>(node: &str, current: &K) -> Result<(), Status> {
+    let any = current as &dyn Any;
+    let owned = if let Some(pod) = any.downcast_ref::<Pod>() {
+        pod.spec.node_name == node
+    } else if let Some(n) = any.downcast_ref::<Node>() {
+        n.metadata.name == node
+    } else {
+        false
+    };
+    if owned {
+        Ok(())
+    } else {
+        Err(Status::new(
+            Reason::Forbidden,
+            format!(
+                "node {node:?} may not write {} {:?}: it is not bound to that node",
+                K::INFO.kind,
+                current.meta().name
+            ),
+        ))
+    }
+}

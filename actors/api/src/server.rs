@@ -1,0 +1,171 @@
+//! Routes a request to its verb and kind. Plain async code: the actix actor only feeds it.
+
+use bus_schemas::api::DeleteOptions;
+use bus_schemas::kinds::{self, Lease, Node, Pod};
+use bus_schemas::subjects::{self, Verb};
+use bus_schemas::{codec, with_kind, Reason, Resource, Status};
+use chrono::Utc;
+use shoal_bus::{InformerFactory, Store};
+
+use crate::reply::Reply;
+use crate::request::Request;
+
+/// The namespace that holds node heartbeat Leases.
+pub const NODE_LEASE_NAMESPACE: &str = "shoal-node-lease";
+
+pub struct ApiServer {
+    pub(crate) store: Store,
+    pub(crate) informers: InformerFactory,
+    pub(crate) max_payload: usize,
+}
+
+impl ApiServer {
+    pub fn new(store: Store, informers: InformerFactory, max_payload: usize) -> Self {
+        ApiServer { store, informers, max_payload }
+    }
+
+    /// Answers one request; never fails: failures are Status replies.
+    pub async fn handle(&self, mut req: Request<'_>) -> Reply {
+        let result = if req.subject.starts_with("shoal.v1.node.") {
+            self.node_report(&mut req).await
+        } else {
+            self.api_request(&req).await
+        };
+        match result {
+            Ok(reply) => reply,
+            Err(status) => Reply::failure(&status),
+        }
+    }
+
+    async fn api_request(&self, req: &Request<'_>) -> Result<Reply, Status> {
+        let Some((token, verb)) = subjects::parse_api(req.subject) else {
+            return Err(Status::bad_request(format!("{} is not an API subject", req.subject)));
+        };
+        let Some(info) = kinds::by_token(token) else {
+            return Err(Status::new(
+                Reason::NotFound,
+                format!("the server doesn't have a resource type {token:?}"),
+            ));
+        };
+        let Some(verb) = verb else {
+            return Err(Status::new(
+                Reason::MethodNotAllowed,
+                format!("unknown verb in {}: use one of create, update, update-status, patch, delete, get, list, apply", req.subject),
+            ));
+        };
+        with_kind!(info.kind, K => self.verb::<K>(verb, req).await, _ => unreachable!("by_token returned a known kind"))
+    }
+
+    async fn verb<K: Resource>(&self, verb: Verb, req: &Request<'_>) -> Result<Reply, Status> {
+        match verb {
+            Verb::Create => self.create::<K>(req).await,
+            Verb::Update => self.update::<K>(req, false).await,
+            Verb::UpdateStatus => {
+                if !K::INFO.has_status {
+                    return Err(Status::new(
+                        Reason::MethodNotAllowed,
+                        format!("{} has no status", K::INFO.kind),
+                    ));
+                }
+                self.update::<K>(req, true).await
+            }
+            Verb::Apply => self.apply::<K>(req).await,
+            Verb::Patch => self.patch::<K>(req).await,
+            Verb::Delete => self.delete::<K>(req).await,
+            Verb::Get => self.get::<K>(req).await,
+            Verb::List => self.list::<K>(req).await,
+        }
+    }
+
+    /// `shoal.v1.node.<node>.<what>`: a node's reports, accepted only for what is its own.
+    async fn node_report(&self, req: &mut Request<'_>) -> Result<Reply, Status> {
+        let rest = req.subject.trim_start_matches("shoal.v1.node.");
+        let Some((node_token, what)) = rest.split_once('.') else {
+            return Err(Status::bad_request(format!("malformed node subject {}", req.subject)));
+        };
+        let node = subjects::decode_token(node_token)
+            .map_err(|e| Status::bad_request(e.to_string()))?;
+        req.from_node = Some(node.clone());
+        match what {
+            "pod-status" => self.update::<Pod>(req, true).await,
+            "pod-delete" => {
+                let mut options: DeleteOptions = codec::from_msgpack_strict(req.payload)
+                    .map_err(|causes| Status::invalid("DeleteOptions", "", causes))?;
+                options.grace_period_seconds = Some(0);
+                let pod = self.delete_object::<Pod>(req, &options).await?;
+                Reply::ok(&pod)
+            }
+            "node-status" => self.node_status(req, &node).await,
+            "heartbeat" => self.heartbeat(req, &node).await,
+            _ => Err(Status::new(
+                Reason::MethodNotAllowed,
+                format!("unknown node report {what:?}: use pod-status, pod-delete, node-status or heartbeat"),
+            )),
+        }
+    }
+
+    /// Registers the node on first report, then writes its status.
+    async fn node_status(&self, req: &Request<'_>, node: &str) -> Result<Reply, Status> {
+        let reported: Node = crate::write::decode_object(req.payload)?;
+        if reported.metadata.name != node {
+            return Err(Status::new(
+                Reason::Forbidden,
+                format!("node {node:?} may not report for node {:?}", reported.metadata.name),
+            ));
+        }
+        let anonymous = Request { from_node: None, ..Request::new(req.subject, None, req.payload) };
+        if self.current::<Node>("", node).await?.is_none() {
+            match self.create_object(&anonymous, reported.clone()).await {
+                Ok(created) => return Reply::ok(&created),
+                Err(s) if s.is(Reason::AlreadyExists) => {}
+                Err(s) => return Err(s),
+            }
+        }
+        let mut status_only = reported;
+        status_only.metadata.resource_version.clear();
+        let updated = self.update_object(req, status_only, true).await?;
+        Reply::ok(&updated)
+    }
+
+    /// Renews the node's Lease (creating it, and its namespace, on first use).
+    async fn heartbeat(&self, req: &Request<'_>, node: &str) -> Result<Reply, Status> {
+        let anonymous = Request::new(req.subject, None, req.payload);
+        if self.current::<kinds::Namespace>("", NODE_LEASE_NAMESPACE).await?.is_none() {
+            let mut ns = kinds::Namespace::default();
+            ns.metadata.name = NODE_LEASE_NAMESPACE.into();
+            match self.create_object(&anonymous, ns).await {
+                Ok(_) => {}
+                Err(s) if s.is(Reason::AlreadyExists) => {}
+                Err(s) => return Err(s),
+            }
+        }
+        let now = Utc::now();
+        for _ in 0..8 {
+            match self.current::<Lease>(NODE_LEASE_NAMESPACE, node).await? {
+                None => {
+                    let mut lease = Lease::default();
+                    lease.metadata.name = node.to_string();
+                    lease.metadata.namespace = NODE_LEASE_NAMESPACE.into();
+                    lease.spec.holder_identity = Some(node.to_string());
+                    lease.spec.lease_duration_seconds = Some(40);
+                    lease.spec.acquire_time = Some(now);
+                    lease.spec.renew_time = Some(now);
+                    match self.create_object(&anonymous, lease).await {
+                        Ok(created) => return Reply::ok(&created),
+                        Err(s) if s.is(Reason::AlreadyExists) => continue,
+                        Err(s) => return Err(s),
+                    }
+                }
+                Some((mut lease, _)) => {
+                    lease.spec.renew_time = Some(now);
+                    match self.update_object(&anonymous, lease, false).await {
+                        Ok(updated) => return Reply::ok(&updated),
+                        Err(s) if s.is(Reason::Conflict) => continue,
+                        Err(s) => return Err(s),
+                    }
+                }
+            }
+        }
+        Err(Status::conflict("Lease", NODE_LEASE_NAMESPACE, node, "heartbeat raced too often"))
+    }
+}

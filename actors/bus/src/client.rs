@@ -1,0 +1,277 @@
+//! The typed API client: every write any actor or person makes goes through here to the API
+//! actors (request/reply on `shoal.v1.api.<kind>.<verb>`).
+//!
+//! Each logical request carries a `Shoal-Request-Id` that the API uses as the JetStream
+//! message id, so a retry after a lost reply (an API replica died mid-request) is
+//! de-duplicated by the state log instead of failing or writing twice.
+
+use std::time::{Duration, Instant};
+
+use async_nats::{HeaderMap, RequestErrorKind};
+use bus_schemas::api::{
+    DeleteOptions, ListOptions, ObjectList, ObjectRef, PatchRequest, HEADER_APPLY_RESULT,
+};
+use bus_schemas::codec;
+use bus_schemas::subjects::{self, Verb, HEADER_CODE, HEADER_TRACEPARENT};
+use bus_schemas::{Reason, Resource, Status};
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Header carrying the idempotency key of one logical request.
+pub const HEADER_REQUEST_ID: &str = "Shoal-Request-Id";
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    Status(Status),
+    #[error("no API actor answered on {subject} within {waited:?}: is the cluster running? (`shoal up`, or check --nats / SHOAL_NATS) [{detail}]")]
+    Unavailable { subject: String, waited: Duration, detail: String },
+    #[error("undecodable reply on {subject}: {detail}")]
+    Decode { subject: String, detail: String },
+}
+
+impl ApiError {
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            ApiError::Status(s) => Some(s.reason),
+            _ => None,
+        }
+    }
+    pub fn is(&self, reason: Reason) -> bool {
+        self.reason() == Some(reason)
+    }
+    pub fn is_conflict(&self) -> bool {
+        self.is(Reason::Conflict)
+    }
+    pub fn is_not_found(&self) -> bool {
+        self.is(Reason::NotFound)
+    }
+    pub fn is_already_exists(&self) -> bool {
+        self.is(Reason::AlreadyExists)
+    }
+    /// Whether sending the same request again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ApiError::Status(s) => s.reason.is_retryable(),
+            ApiError::Unavailable { .. } => true,
+            ApiError::Decode { .. } => false,
+        }
+    }
+}
+
+/// What `apply` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    Created,
+    Configured,
+    Unchanged,
+}
+
+impl ApplyOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApplyOutcome::Created => "created",
+            ApplyOutcome::Configured => "configured",
+            ApplyOutcome::Unchanged => "unchanged",
+        }
+    }
+    pub fn parse(s: &str) -> Option<ApplyOutcome> {
+        match s {
+            "created" => Some(ApplyOutcome::Created),
+            "configured" => Some(ApplyOutcome::Configured),
+            "unchanged" => Some(ApplyOutcome::Unchanged),
+            _ => None,
+        }
+    }
+}
+
+/// A raw reply: the body and its headers.
+pub struct RawReply {
+    pub payload: Bytes,
+    pub headers: HeaderMap,
+}
+
+#[derive(Clone)]
+pub struct ApiClient {
+    nats: async_nats::Client,
+    attempt_timeout: Duration,
+    deadline: Duration,
+    traceparent: Option<String>,
+}
+
+impl ApiClient {
+    pub fn new(nats: async_nats::Client) -> ApiClient {
+        ApiClient {
+            nats,
+            attempt_timeout: Duration::from_secs(3),
+            deadline: Duration::from_secs(20),
+            traceparent: None,
+        }
+    }
+
+    /// Bounds how long one request may take in total, retries included.
+    pub fn with_deadline(mut self, deadline: Duration) -> ApiClient {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Propagates a W3C trace context to the API and on into the object event.
+    pub fn with_traceparent(mut self, traceparent: Option<String>) -> ApiClient {
+        self.traceparent = traceparent;
+        self
+    }
+
+    pub fn nats(&self) -> &async_nats::Client {
+        &self.nats
+    }
+
+    /// Sends one request, retrying with the same request id while no API actor answers.
+    pub async fn request_raw(
+        &self,
+        kind_token: &str,
+        verb: Verb,
+        body: Vec<u8>,
+    ) -> Result<RawReply, ApiError> {
+        let subject = subjects::api(kind_token, verb);
+        let mut headers = HeaderMap::new();
+        headers.insert(HEADER_REQUEST_ID, uuid::Uuid::new_v4().to_string().as_str());
+        if let Some(tp) = &self.traceparent {
+            headers.insert(HEADER_TRACEPARENT, tp.as_str());
+        }
+        let body = Bytes::from(body);
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            let attempt = self.nats.request_with_headers(subject.clone(), headers.clone(), body.clone());
+            let outcome = tokio::time::timeout(self.attempt_timeout, attempt).await;
+            let detail = match outcome {
+                Ok(Ok(msg)) => {
+                    return Ok(RawReply {
+                        payload: msg.payload,
+                        headers: msg.headers.unwrap_or_default(),
+                    })
+                }
+                Ok(Err(e)) if matches!(e.kind(), RequestErrorKind::NoResponders) => {
+                    "no responders".to_string()
+                }
+                Ok(Err(e)) if matches!(e.kind(), RequestErrorKind::TimedOut) => {
+                    "timed out".to_string()
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => "timed out".to_string(),
+            };
+            if start.elapsed() + backoff >= self.deadline {
+                return Err(ApiError::Unavailable { subject, waited: start.elapsed(), detail });
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        kind_token: &str,
+        verb: Verb,
+        body: Vec<u8>,
+    ) -> Result<(T, HeaderMap), ApiError> {
+        let reply = self.request_raw(kind_token, verb, body).await?;
+        let subject = subjects::api(kind_token, verb);
+        decode_reply(&subject, reply)
+    }
+
+    fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ApiError> {
+        codec::to_msgpack(value).map_err(|e| {
+            ApiError::Status(Status::bad_request(format!("cannot encode request: {e}")))
+        })
+    }
+
+    pub async fn create<K: Resource>(&self, obj: &K) -> Result<K, ApiError> {
+        let body = Self::encode(obj)?;
+        Ok(self.call(&K::INFO.token(), Verb::Create, body).await?.0)
+    }
+
+    /// Replaces spec and metadata; fails with Conflict if `obj`'s resourceVersion is stale.
+    pub async fn update<K: Resource>(&self, obj: &K) -> Result<K, ApiError> {
+        let body = Self::encode(obj)?;
+        Ok(self.call(&K::INFO.token(), Verb::Update, body).await?.0)
+    }
+
+    /// Writes only the status; never bumps generation.
+    pub async fn update_status<K: Resource>(&self, obj: &K) -> Result<K, ApiError> {
+        let body = Self::encode(obj)?;
+        Ok(self.call(&K::INFO.token(), Verb::UpdateStatus, body).await?.0)
+    }
+
+    /// Creates, or updates the spec, labels and annotations of an existing object; writes
+    /// nothing when they already match.
+    pub async fn apply<K: Resource>(&self, obj: &K) -> Result<(K, ApplyOutcome), ApiError> {
+        let body = Self::encode(obj)?;
+        let (obj, headers) = self.call(&K::INFO.token(), Verb::Apply, body).await?;
+        let outcome = headers
+            .get(HEADER_APPLY_RESULT)
+            .and_then(|v| ApplyOutcome::parse(v.as_str()))
+            .unwrap_or(ApplyOutcome::Configured);
+        Ok((obj, outcome))
+    }
+
+    pub async fn get<K: Resource>(&self, namespace: &str, name: &str) -> Result<K, ApiError> {
+        let body = Self::encode(&ObjectRef { namespace: namespace.into(), name: name.into() })?;
+        Ok(self.call(&K::INFO.token(), Verb::Get, body).await?.0)
+    }
+
+    /// Deletes (gracefully: the reply may still carry the object, with deletionTimestamp).
+    pub async fn delete<K: Resource>(&self, options: &DeleteOptions) -> Result<K, ApiError> {
+        let body = Self::encode(options)?;
+        Ok(self.call(&K::INFO.token(), Verb::Delete, body).await?.0)
+    }
+
+    pub async fn patch<K: Resource>(&self, request: &PatchRequest) -> Result<K, ApiError> {
+        let body = Self::encode(request)?;
+        Ok(self.call(&K::INFO.token(), Verb::Patch, body).await?.0)
+    }
+
+    /// One page of a list.
+    pub async fn list_page<K: Resource>(
+        &self,
+        options: &ListOptions,
+    ) -> Result<ObjectList<K>, ApiError> {
+        let body = Self::encode(options)?;
+        Ok(self.call(&K::INFO.token(), Verb::List, body).await?.0)
+    }
+
+    /// Every page of a list, concatenated.
+    pub async fn list<K: Resource>(&self, options: &ListOptions) -> Result<ObjectList<K>, ApiError> {
+        let mut options = options.clone();
+        let mut all: ObjectList<K> = self.list_page(&options).await?;
+        while !all.metadata.continue_token.is_empty() {
+            options.continue_token = std::mem::take(&mut all.metadata.continue_token);
+            let page: ObjectList<K> = self.list_page(&options).await?;
+            all.items.extend(page.items);
+            all.metadata.continue_token = page.metadata.continue_token;
+        }
+        Ok(all)
+    }
+}
+
+/// Decodes a reply: a Status when `Shoal-Code` says failure, otherwise `T`.
+pub fn decode_reply<T: DeserializeOwned>(
+    subject: &str,
+    reply: RawReply,
+) -> Result<(T, HeaderMap), ApiError> {
+    let code: u16 = reply
+        .headers
+        .get(HEADER_CODE)
+        .and_then(|v| v.as_str().parse().ok())
+        .unwrap_or(200);
+    if code >= 300 {
+        let status: Status = codec::from_msgpack(&reply.payload).map_err(|e| ApiError::Decode {
+            subject: subject.to_string(),
+            detail: format!("status with code {code}: {e}"),
+        })?;
+        return Err(ApiError::Status(status));
+    }
+    let value = codec::from_msgpack(&reply.payload)
+        .map_err(|e| ApiError::Decode { subject: subject.to_string(), detail: e.to_string() })?;
+    Ok((value, reply.headers))
+}

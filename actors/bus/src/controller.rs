@@ -1,0 +1,165 @@
+//! The reconcile runner: `reconcile(Arc<K>, Arc<Ctx>) -> Result<Action, E>` plus an error
+//! policy, driven by an informer and a work queue. Level-triggered: a reconcile reads the
+//! cache as it is now, so a restart, a missed event or a resync all converge the same way.
+
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus_schemas::Resource;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::informer::{Informer, ObjectKey};
+use crate::workqueue::{Backoff, WorkQueue};
+
+/// What to do after a successful reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until the object (or something mapped to it) changes.
+    AwaitChange,
+    /// Look again after this long even if nothing changes (deadlines, TTLs).
+    RequeueAfter(Duration),
+}
+
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    pub name: &'static str,
+    pub concurrency: usize,
+    pub resync: Duration,
+    pub backoff: Backoff,
+}
+
+impl ControllerConfig {
+    pub fn new(name: &'static str) -> Self {
+        ControllerConfig {
+            name,
+            concurrency: 4,
+            resync: Duration::from_secs(300),
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// Feeds a work queue from every change of the informer's kind, plus a periodic resync.
+pub fn feed_from_informer<K: Resource>(informer: &Informer<K>, queue: Arc<WorkQueue<ObjectKey>>) {
+    feed_mapped(informer, queue, |change_key, _obj| vec![change_key.clone()]);
+}
+
+/// Feeds a work queue with keys computed from changes of another kind (e.g. a pod change
+/// enqueues its owning ReplicaSet). A lagging receiver re-enqueues everything it maps.
+pub fn feed_mapped<K, T, F>(informer: &Informer<K>, queue: Arc<WorkQueue<T>>, map: F)
+where
+    K: Resource,
+    T: Clone + Eq + Hash + Send + 'static,
+    F: Fn(&ObjectKey, &K) -> Vec<T> + Send + 'static,
+{
+    let mut rx = informer.subscribe();
+    let informer = informer.clone();
+    let queue = Arc::downgrade(&queue);
+    tokio::spawn(async move {
+        loop {
+            let Some(q) = queue.upgrade() else { return };
+            match rx.recv().await {
+                Ok(change) => {
+                    for key in map(&change.key, &change.new) {
+                        q.add(key);
+                    }
+                    if let Some(old) = &change.old {
+                        for key in map(&change.key, old) {
+                            q.add(key);
+                        }
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {
+                    for key in informer.keys() {
+                        if let Some(obj) = informer.get(&key.namespace, &key.name) {
+                            for k in map(&key, &obj) {
+                                q.add(k);
+                            }
+                        }
+                    }
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
+/// Runs a controller until `shutdown` resolves. Waits for the informer's initial sync first.
+pub async fn run<K, Ctx, E, R, RFut, P>(
+    config: ControllerConfig,
+    informer: Informer<K>,
+    queue: Arc<WorkQueue<ObjectKey>>,
+    ctx: Arc<Ctx>,
+    reconcile: R,
+    error_policy: P,
+    shutdown: impl Future<Output = ()>,
+) where
+    K: Resource,
+    Ctx: Send + Sync + 'static,
+    E: std::fmt::Display + Send + 'static,
+    R: Fn(Arc<K>, Arc<Ctx>) -> RFut + Send + Sync + 'static,
+    RFut: Future<Output = Result<Action, E>> + Send + 'static,
+    P: Fn(&K, &E, u32) -> Option<Duration> + Send + Sync + 'static,
+{
+    if let Err(e) = informer.wait_synced().await {
+        tracing::error!(controller = config.name, error = %e, "cannot sync; not acting");
+        return;
+    }
+    feed_from_informer(&informer, queue.clone());
+    for key in informer.keys() {
+        queue.add(key);
+    }
+    let resync = {
+        let (informer, queue) = (informer.clone(), Arc::downgrade(&queue));
+        let period = config.resync;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                let Some(q) = queue.upgrade() else { return };
+                for key in informer.keys() {
+                    q.add(key);
+                }
+            }
+        })
+    };
+    let reconcile = Arc::new(reconcile);
+    let error_policy = Arc::new(error_policy);
+    let mut workers = Vec::new();
+    for _ in 0..config.concurrency.max(1) {
+        let (queue, informer, ctx) = (queue.clone(), informer.clone(), ctx.clone());
+        let (reconcile, error_policy) = (reconcile.clone(), error_policy.clone());
+        let name = config.name;
+        workers.push(tokio::spawn(async move {
+            while let Some(key) = queue.next().await {
+                let Some(obj) = informer.get(&key.namespace, &key.name) else {
+                    queue.done(key, Ok(None));
+                    continue;
+                };
+                match reconcile(obj.clone(), ctx.clone()).await {
+                    Ok(Action::AwaitChange) => queue.done(key, Ok(None)),
+                    Ok(Action::RequeueAfter(d)) => queue.done(key, Ok(Some(d))),
+                    Err(e) => {
+                        let failures = queue.failures(&key);
+                        tracing::warn!(controller = name, object = %key, failures, error = %e,
+                            "reconcile failed");
+                        match error_policy(&obj, &e, failures) {
+                            Some(delay) => {
+                                queue.done(key.clone(), Ok(None));
+                                queue.add_after(key, delay);
+                            }
+                            None => queue.done(key, Err(())),
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    shutdown.await;
+    queue.shutdown();
+    resync.abort();
+    for w in workers {
+        let _ = w.await;
+    }
+}

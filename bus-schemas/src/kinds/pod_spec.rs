@@ -1,0 +1,389 @@
+//! PodSpec: shared by Pod and every workload's pod template.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::affinity::{Affinity, Toleration};
+use super::common::{
+    check_unique, forbidden, in_range, invalid_value, is_false, non_negative, not_supported,
+    validate_label_map, LocalObjectReference,
+};
+use super::container::Container;
+use crate::quantity::Quantity;
+use crate::status::Cause;
+use crate::validation::{dns1123_label, dns1123_subdomain};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<Container>,
+    #[serde(default)]
+    pub containers: Vec<Container>,
+    /// `Always`, `OnFailure` or `Never`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub restart_policy: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_deadline_seconds: Option<i64>,
+    /// `ClusterFirst`, `ClusterFirstWithHostNet` or `Default`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub dns_policy: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub service_account_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub automount_service_account_token: Option<bool>,
+    /// Set by the scheduler's binding; a pod with a nodeName skips scheduling.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node_name: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub host_network: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_process_namespace: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hostname: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subdomain: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scheduler_name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub priority_class_name: String,
+    /// Resolved from priorityClassName by admission; users leave it unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// `PreemptLowerPriority` or `Never`; resolved from the PriorityClass when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub preemption_policy: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_service_links: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSecurityContext {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_user: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_group: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_non_root: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_group: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supplemental_groups: Vec<i64>,
+}
+
+/// A volume: exactly one source may be set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Volume {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_dir: Option<EmptyDirVolumeSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<HostPathVolumeSource>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EmptyDirVolumeSource {
+    /// Empty for the node's disk, `Memory` for tmpfs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub medium: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_limit: Option<Quantity>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostPathVolumeSource {
+    #[serde(default)]
+    pub path: String,
+    /// Empty (no check), `DirectoryOrCreate`, `Directory`, `FileOrCreate`, `File`, `Socket`,
+    /// `CharDevice` or `BlockDevice`.
+    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
+    pub type_: String,
+}
+
+pub const RESTART_POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
+const DNS_POLICIES: &[&str] = &["ClusterFirst", "ClusterFirstWithHostNet", "Default"];
+const PREEMPTION_POLICIES: &[&str] = &["PreemptLowerPriority", "Never"];
+const HOST_PATH_TYPES: &[&str] = &[
+    "",
+    "DirectoryOrCreate",
+    "Directory",
+    "FileOrCreate",
+    "File",
+    "Socket",
+    "CharDevice",
+    "BlockDevice",
+];
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
+
+impl Volume {
+    fn validate(&self, path: &str) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        if self.name.is_empty() {
+            causes.push(Cause::required(format!("{path}.name")));
+        } else if let Err(e) = dns1123_label(&self.name) {
+            causes.push(invalid_value(&format!("{path}.name"), &self.name, &e));
+        }
+        let mut sources = 0;
+        if let Some(dir) = &self.empty_dir {
+            sources += 1;
+            let at = format!("{path}.emptyDir");
+            causes.extend(not_supported(&format!("{at}.medium"), &dir.medium, &["", "Memory"]));
+            if let Some(limit) = dir.size_limit.as_ref().filter(|q| q.milli_value() < 0) {
+                let detail = "must be greater than or equal to 0";
+                causes.push(invalid_value(&format!("{at}.sizeLimit"), limit.to_string(), detail));
+            }
+        }
+        if let Some(host) = &self.host_path {
+            sources += 1;
+            let at = format!("{path}.hostPath");
+            if sources > 1 {
+                causes.push(forbidden(&at, "may not specify more than 1 volume type"));
+            }
+            if host.path.is_empty() {
+                causes.push(Cause::required(format!("{at}.path")));
+            } else if host.path.split('/').any(|part| part == "..") {
+                causes.push(invalid_value(&format!("{at}.path"), &host.path, "must not contain '..'"));
+            }
+            causes.extend(not_supported(&format!("{at}.type"), &host.type_, HOST_PATH_TYPES));
+        }
+        if sources == 0 {
+            causes.push(super::common::required_msg(path, "must specify a volume type"));
+        }
+        causes
+    }
+}
+
+impl PodSecurityContext {
+    fn validate(&self, path: &str) -> Vec<Cause> {
+        let ids = [
+            ("runAsUser", self.run_as_user),
+            ("runAsGroup", self.run_as_group),
+            ("fsGroup", self.fs_group),
+        ];
+        let mut causes: Vec<Cause> = ids
+            .into_iter()
+            .filter_map(|(field, id)| {
+                id.and_then(|id| in_range(id, 0, i64::from(i32::MAX), &format!("{path}.{field}")))
+            })
+            .collect();
+        for (i, gid) in self.supplemental_groups.iter().enumerate() {
+            let at = format!("{path}.supplementalGroups[{i}]");
+            causes.extend(in_range(*gid, 0, i64::from(i32::MAX), &at));
+        }
+        causes
+    }
+}
+
+impl PodSpec {
+    /// Kubernetes' SetDefaults_PodSpec and the container, probe and volume defaults under it.
+    pub fn apply_defaults(&mut self) {
+        if self.restart_policy.is_empty() {
+            self.restart_policy = "Always".into();
+        }
+        if self.dns_policy.is_empty() {
+            self.dns_policy = "ClusterFirst".into();
+        }
+        if self.scheduler_name.is_empty() {
+            self.scheduler_name = DEFAULT_SCHEDULER_NAME.into();
+        }
+        if self.termination_grace_period_seconds.is_none() {
+            self.termination_grace_period_seconds = Some(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS);
+        }
+        let host_network = self.host_network;
+        for container in self.init_containers.iter_mut().chain(self.containers.iter_mut()) {
+            container.apply_defaults(host_network);
+        }
+        for volume in &mut self.volumes {
+            // A volume without a source is scratch space, as Kubernetes' defaulting decides.
+            if volume.empty_dir.is_none() && volume.host_path.is_none() {
+                volume.empty_dir = Some(EmptyDirVolumeSource::default());
+            }
+        }
+    }
+
+    /// Validates the spec at `path` (`spec` for a Pod, `spec.template.spec` in a workload).
+    pub fn validate(&self, path: &str) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        let mut volume_names = BTreeSet::new();
+        for (i, volume) in self.volumes.iter().enumerate() {
+            let at = format!("{path}.volumes[{i}]");
+            causes.extend(volume.validate(&at));
+            if !volume.name.is_empty() {
+                causes.extend(check_unique(&mut volume_names, &volume.name, &format!("{at}.name")));
+            }
+        }
+
+        if self.containers.is_empty() {
+            causes.push(Cause::required(format!("{path}.containers")));
+        }
+        // Names are unique across init and app containers: logs and statuses are keyed by them.
+        let mut container_names = BTreeSet::new();
+        let all = [("initContainers", &self.init_containers, true), ("containers", &self.containers, false)];
+        for (field, containers, is_init) in all {
+            for (i, container) in containers.iter().enumerate() {
+                let at = format!("{path}.{field}[{i}]");
+                causes.extend(container.validate(&at, &volume_names, is_init));
+                if !container.name.is_empty() {
+                    let name_at = format!("{at}.name");
+                    causes.extend(check_unique(&mut container_names, &container.name, &name_at));
+                }
+            }
+        }
+        causes.extend(self.validate_host_ports(path));
+
+        let at = format!("{path}.restartPolicy");
+        if self.restart_policy.is_empty() {
+            causes.push(Cause::required(at));
+        } else {
+            causes.extend(not_supported(&at, &self.restart_policy, RESTART_POLICIES));
+        }
+        if !self.dns_policy.is_empty() {
+            causes.extend(not_supported(&format!("{path}.dnsPolicy"), &self.dns_policy, DNS_POLICIES));
+        }
+        if !self.preemption_policy.is_empty() {
+            let at = format!("{path}.preemptionPolicy");
+            causes.extend(not_supported(&at, &self.preemption_policy, PREEMPTION_POLICIES));
+        }
+        if let Some(grace) = self.termination_grace_period_seconds {
+            causes.extend(non_negative(grace, &format!("{path}.terminationGracePeriodSeconds")));
+        }
+        if let Some(deadline) = self.active_deadline_seconds {
+            let at = format!("{path}.activeDeadlineSeconds");
+            causes.extend(in_range(deadline, 1, i64::from(i32::MAX), &at));
+        }
+        causes.extend(validate_label_map(&self.node_selector, &format!("{path}.nodeSelector")));
+        causes.extend(self.validate_names(path));
+        if let Some(affinity) = &self.affinity {
+            causes.extend(affinity.validate(&format!("{path}.affinity")));
+        }
+        for (i, toleration) in self.tolerations.iter().enumerate() {
+            causes.extend(toleration.validate(&format!("{path}.tolerations[{i}]")));
+        }
+        if let Some(sc) = &self.security_context {
+            causes.extend(sc.validate(&format!("{path}.securityContext")));
+        }
+        causes
+    }
+
+    fn validate_names(&self, path: &str) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        type Check = fn(&str) -> Result<(), String>;
+        let names: [(&str, &str, Check); 6] = [
+            ("hostname", &self.hostname, dns1123_label),
+            ("subdomain", &self.subdomain, dns1123_label),
+            ("nodeName", &self.node_name, dns1123_subdomain),
+            ("serviceAccountName", &self.service_account_name, dns1123_subdomain),
+            ("schedulerName", &self.scheduler_name, dns1123_subdomain),
+            ("priorityClassName", &self.priority_class_name, dns1123_subdomain),
+        ];
+        for (field, value, check) in names {
+            if !value.is_empty() {
+                if let Err(e) = check(value) {
+                    causes.push(invalid_value(&format!("{path}.{field}"), value, &e));
+                }
+            }
+        }
+        causes
+    }
+
+    /// Two containers of one pod cannot bind the same host port and protocol.
+    fn validate_host_ports(&self, path: &str) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (c, container) in self.containers.iter().enumerate() {
+            for (p, port) in container.ports.iter().enumerate() {
+                if port.host_port == 0 {
+                    continue;
+                }
+                let key = (port.host_port, port.protocol.as_str(), port.host_ip.as_str());
+                if !seen.insert(key) {
+                    let at = format!("{path}.containers[{c}].ports[{p}].hostPort");
+                    let value = format!("{}/{}", port.host_port, port.protocol);
+                    causes.push(Cause::duplicate(at, &value));
+                }
+            }
+        }
+        causes
+    }
+
+    /// What may change on a running pod: container images, activeDeadlineSeconds (set or
+    /// shortened), tolerations (additions only), and nodeName once (the binding).
+    pub fn validate_update(&self, old: &PodSpec, path: &str) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        let mut masked = self.clone();
+
+        let same_shape = masked.containers.len() == old.containers.len()
+            && masked.init_containers.len() == old.init_containers.len();
+        if same_shape {
+            let pairs = masked.containers.iter_mut().zip(&old.containers);
+            let init_pairs = masked.init_containers.iter_mut().zip(&old.init_containers);
+            for (new, old) in pairs.chain(init_pairs) {
+                new.image.clone_from(&old.image);
+            }
+        }
+
+        let deadline_at = format!("{path}.activeDeadlineSeconds");
+        match (old.active_deadline_seconds, self.active_deadline_seconds) {
+            (Some(_), None) => causes.push(invalid_value(
+                &deadline_at,
+                "nil",
+                "must not update from a positive integer to nil value",
+            )),
+            (Some(before), Some(after)) if after > before => causes.push(invalid_value(
+                &deadline_at,
+                after,
+                "must be less than or equal to previous value",
+            )),
+            _ => {}
+        }
+        masked.active_deadline_seconds = old.active_deadline_seconds;
+
+        let kept = old.tolerations.iter().all(|t| self.tolerations.contains(t));
+        if kept {
+            masked.tolerations.clone_from(&old.tolerations);
+        } else {
+            let detail = "existing toleration can not be modified or removed";
+            causes.push(forbidden(&format!("{path}.tolerations"), detail));
+            masked.tolerations.clone_from(&old.tolerations);
+        }
+
+        if old.node_name.is_empty() {
+            masked.node_name.clone_from(&old.node_name);
+        } else if self.node_name != old.node_name {
+            causes.push(super::common::immutable(&format!("{path}.nodeName"), &self.node_name));
+            masked.node_name.clone_from(&old.node_name);
+        }
+
+        if masked != *old {
+            causes.push(forbidden(
+                path,
+                "pod updates may not change fields other than `spec.containers[*].image`, \
+                 `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, \
+                 `spec.tolerations` (only additions to existing tolerations) and \
+                 `spec.nodeName` (only when unset)",
+            ));
+        }
+        causes
+    }
+}

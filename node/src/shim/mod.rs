@@ -1,0 +1,186 @@
+//! `shoal-shim`: the single-threaded helper that does all namespace, mount and
+//! fork work for the multi-threaded runtime.
+//!
+//! Protocol: `shoal-shim <mode>` reads one JSON request on stdin and writes one
+//! JSON [`Reply`] on stdout, then exits. Modes:
+//!
+//! * `run` ([`RunSpec`]): fork the per-container monitor (which setsid()s and
+//!   outlives the shim: the runtime reaps the shim, so the monitor is orphaned —
+//!   a double fork), the monitor joins the pod's net/ipc/uts namespaces,
+//!   unshares a pid namespace and forks the container init ([`init`]). Errors from
+//!   any step before exec come back over a CLOEXEC pipe as a [`StepError`]; EOF
+//!   without an error means exec succeeded.
+//! * `exec` ([`ExecSpec`]): join a running container's namespaces and cgroup,
+//!   run a command, and reply with its exit code and output.
+//! * `sandbox` ([`SandboxNsSpec`]): create and bind-mount the pod's net/ipc/uts
+//!   namespaces and wire up the veth pair.
+//! * `netns-exec <ns-path> <argv...>`: exec a command inside a network
+//!   namespace (used to delete veths in the node namespace).
+
+mod caps;
+mod exec;
+mod init;
+mod monitor;
+mod mounts;
+mod sandbox;
+mod user;
+
+use crate::cgroups::CgroupConfig;
+use crate::container::PidFile;
+use crate::error::StepError;
+use crate::logs::LogConfig;
+use crate::rootfs::Rootfs;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+pub use caps::{effective_caps, DEFAULT_CAPS};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BindMount {
+    pub source: PathBuf,
+    /// Absolute path inside the container.
+    pub destination: String,
+    pub read_only: bool,
+}
+
+/// Request for `shoal-shim run`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSpec {
+    pub container_id: String,
+    pub container_dir: PathBuf,
+    pub rootfs: Rootfs,
+    pub netns: PathBuf,
+    pub ipcns: PathBuf,
+    pub utsns: PathBuf,
+    pub cgroup: CgroupConfig,
+    pub cgroup_path: String,
+    pub mounts: Vec<BindMount>,
+    pub argv: Vec<String>,
+    pub env: Vec<String>,
+    pub cwd: String,
+    pub user: Option<String>,
+    pub caps: Vec<String>,
+    pub log_dir: PathBuf,
+    pub log: LogConfig,
+    pub read_only_rootfs: bool,
+}
+
+/// Request for `shoal-shim exec`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecSpec {
+    pub pid: i32,
+    pub start_time: u64,
+    pub cgroup_procs: Vec<PathBuf>,
+    pub argv: Vec<String>,
+    pub env: Vec<String>,
+    pub cwd: String,
+    pub user: Option<String>,
+    pub caps: Vec<String>,
+    pub timeout_ms: u64,
+    /// Output beyond this many bytes per stream is dropped.
+    pub max_output: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecReply {
+    pub exit_code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub timed_out: bool,
+}
+
+/// Request for `shoal-shim sandbox`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxNsSpec {
+    pub ns_dir: PathBuf,
+    pub hostname: String,
+    /// Node namespace holding the bridge; None = the shim's own.
+    pub node_netns: Option<PathBuf>,
+    pub bridge: String,
+    pub gateway: Ipv4Addr,
+    pub prefix: u8,
+    pub ensure_bridge: bool,
+    pub host_veth: String,
+    pub ip: Ipv4Addr,
+    pub mtu: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Reply {
+    Started(PidFile),
+    Exec(ExecReply),
+    Done,
+    Failed(StepError),
+}
+
+/// Messages on the internal monitor/init -> shim pipe, one JSON line each
+/// (each well under PIPE_BUF, so writes are atomic).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum PipeMsg {
+    Started(PidFile),
+    Failed(StepError),
+}
+
+fn send(w: &mut impl Write, msg: &PipeMsg) {
+    if let Ok(mut line) = serde_json::to_vec(msg) {
+        line.push(b'\n');
+        let _ = w.write_all(&line);
+    }
+}
+
+fn read_request<T: DeserializeOwned>() -> Result<T, StepError> {
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut buf)
+        .map_err(|e| StepError::io("config", &e, "read request"))?;
+    serde_json::from_slice(&buf).map_err(|e| StepError::new("config", format!("parse request: {e}")))
+}
+
+fn reply(r: &Reply) {
+    let out = serde_json::to_vec(r).unwrap_or_else(|_| b"{\"Failed\":{\"step\":\"reply\",\"errno\":0,\"message\":\"serialize\"}}".to_vec());
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(&out);
+    let _ = stdout.flush();
+}
+
+/// Entry point of the `shoal-shim` binary.
+pub fn main() -> ! {
+    let args: Vec<String> = std::env::args().collect();
+    let code = match args.get(1).map(String::as_str) {
+        Some("run") => {
+            let r = match read_request::<RunSpec>() {
+                Ok(spec) => monitor::start(&spec),
+                Err(e) => Reply::Failed(e),
+            };
+            reply(&r);
+            0
+        }
+        Some("exec") => {
+            let r = match read_request::<ExecSpec>() {
+                Ok(spec) => exec::exec(&spec),
+                Err(e) => Reply::Failed(e),
+            };
+            reply(&r);
+            0
+        }
+        Some("sandbox") => {
+            let r = match read_request::<SandboxNsSpec>() {
+                Ok(spec) => match sandbox::create(&spec) {
+                    Ok(()) => Reply::Done,
+                    Err(e) => Reply::Failed(e),
+                },
+                Err(e) => Reply::Failed(e),
+            };
+            reply(&r);
+            0
+        }
+        Some("netns-exec") if args.len() >= 4 => sandbox::netns_exec(&args[2], &args[3..]),
+        _ => {
+            eprintln!("usage: shoal-shim run|exec|sandbox (JSON request on stdin) | netns-exec NS CMD...");
+            2
+        }
+    };
+    std::process::exit(code)
+}

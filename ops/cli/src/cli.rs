@@ -1,0 +1,136 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "shoal", version, about = "Shoal: a container-cluster manager choreographed over NATS")]
+pub struct Cli {
+    /// NATS URL of the cluster.
+    #[arg(long, global = true, env = "SHOAL_NATS", default_value = "nats://127.0.0.1:4222")]
+    pub nats: String,
+    /// More log output (-v info, -vv debug); SHOAL_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Start a one-machine cluster (nats-server + every actor) in the foreground.
+    Up(UpArgs),
+    /// Create or update objects from manifests.
+    Apply(ApplyArgs),
+    /// List objects.
+    Get(GetArgs),
+    /// Show one object in detail, with its events.
+    Describe(DescribeArgs),
+    /// Delete objects by name, manifest or selector.
+    Delete(DeleteArgs),
+    /// Add, change or remove labels.
+    Label(LabelArgs),
+    /// Add, change or remove annotations.
+    Annotate(LabelArgs),
+    /// Print client and server versions.
+    Version,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct UpArgs {
+    /// Where the cluster keeps its state (the JetStream store).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Port of the nats-server this command starts.
+    #[arg(long, default_value_t = 4222)]
+    pub port: u16,
+    /// Join an existing NATS (cluster) instead of starting nats-server; start only actors.
+    #[arg(long = "join")]
+    pub join: Option<String>,
+    /// With --join: create the state stream if it is missing (first start of a new cluster).
+    #[arg(long)]
+    pub init: bool,
+    /// With --join and --init: JetStream replicas of the state stream.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+    /// With --join: the server's monitoring endpoint, checked for durability settings.
+    #[arg(long)]
+    pub monitor: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    /// File, directory or `-` (stdin); may repeat.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<String>,
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// KIND[,KIND…] (pods, po, deploy,svc …).
+    pub kinds: String,
+    pub name: Option<String>,
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    #[arg(long)]
+    pub field_selector: Option<String>,
+    /// wide, yaml, json or name.
+    #[arg(short = 'o', long)]
+    pub output: Option<String>,
+    /// After listing, keep printing changes.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    #[arg(long)]
+    pub show_labels: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DescribeArgs {
+    pub kind: String,
+    pub name: String,
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    pub kind: Option<String>,
+    pub names: Vec<String>,
+    #[arg(short = 'f', long = "filename")]
+    pub files: Vec<String>,
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// background, foreground or orphan.
+    #[arg(long, default_value = "background")]
+    pub cascade: String,
+    #[arg(long)]
+    pub grace_period: Option<i64>,
+    /// Do not fail when the object does not exist.
+    #[arg(long)]
+    pub ignore_not_found: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct LabelArgs {
+    pub kind: String,
+    pub name: String,
+    /// key=value to set, key- to remove.
+    #[arg(required = true)]
+    pub changes: Vec<String>,
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Allow replacing an existing value.
+    #[arg(long)]
+    pub overwrite: bool,
+}

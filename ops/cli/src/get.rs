@@ -1,0 +1,136 @@
+//! `shoal get`: tables, yaml/json/name output, and `-w` (list, then watch from that revision).
+
+use anyhow::Result;
+use bus_schemas::api::ListOptions;
+use bus_schemas::selector::{FieldSelector, Selector};
+use bus_schemas::{subjects, KindInfo};
+use serde_json::Value;
+use shoal_bus::watch::RawWatch;
+use shoal_bus::Store;
+
+use crate::cli::GetArgs;
+use crate::kinds;
+use crate::output;
+use crate::remote::Session;
+use crate::table;
+
+pub async fn run(session: &Session, args: GetArgs) -> Result<i32> {
+    let (infos, name) = match args.kinds.split_once('/') {
+        Some(_) => {
+            let (info, name) = kinds::split_slash(&args.kinds)?;
+            (vec![info], name)
+        }
+        None => (kinds::resolve_list(&args.kinds)?, args.name.clone()),
+    };
+    if let Some(sel) = &args.selector {
+        Selector::parse(sel)?;
+    }
+    let format = args.output.clone().unwrap_or_default();
+    let wide = format == "wide";
+    let multiple_kinds = infos.len() > 1;
+    let mut found_any = false;
+    for (i, info) in infos.iter().enumerate() {
+        let namespace = if args.all_namespaces { None } else { Some(kinds::namespace_for(info, &args.namespace)) };
+        let (objects, revision) = match &name {
+            Some(name) => {
+                let obj = session.get(info, namespace.as_deref().unwrap_or(""), name).await?;
+                (vec![obj], String::new())
+            }
+            None => {
+                let options = ListOptions {
+                    namespace: namespace.clone().unwrap_or_default(),
+                    label_selector: args.selector.clone().unwrap_or_default(),
+                    field_selector: args.field_selector.clone().unwrap_or_default(),
+                    ..Default::default()
+                };
+                session.list(info, &options).await?
+            }
+        };
+        found_any |= !objects.is_empty();
+        if format.is_empty() || wide {
+            if objects.is_empty() {
+                continue;
+            }
+            if multiple_kinds && i > 0 {
+                println!();
+            }
+            let namespaced_column = args.all_namespaces && info.namespaced;
+            let mut t = table::build(info.kind, &objects, wide, namespaced_column, args.show_labels);
+            if multiple_kinds {
+                for row in &mut t.rows {
+                    let col = usize::from(namespaced_column);
+                    row[col] = format!("{}/{}", info.singular(), row[col]);
+                }
+            }
+            t.print(true);
+        } else {
+            output::print_objects(&format, info, &objects, name.is_some())?;
+        }
+        if args.watch {
+            let from: u64 = revision.parse().unwrap_or(0);
+            watch(session, info, namespace, &args, from, &format).await?;
+        }
+    }
+    if !found_any && !args.watch && (format.is_empty() || wide) {
+        match &args.namespace {
+            Some(ns) if !args.all_namespaces => eprintln!("No resources found in {ns} namespace."),
+            _ => eprintln!("No resources found"),
+        }
+    }
+    Ok(0)
+}
+
+async fn watch(
+    session: &Session,
+    info: &KindInfo,
+    namespace: Option<String>,
+    args: &GetArgs,
+    from: u64,
+    format: &str,
+) -> Result<()> {
+    let store = Store::open(session.nats.clone()).await?;
+    let filter = subjects::objects_of(&info.token(), namespace.as_deref().filter(|n| !n.is_empty()));
+    let labels = Selector::parse(args.selector.as_deref().unwrap_or(""))?;
+    let fields = FieldSelector::parse(args.field_selector.as_deref().unwrap_or(""))?;
+    let mut watch = RawWatch::start(store, filter, from + 1);
+    while let Some(event) = watch.next().await {
+        let Ok(obj) = rmp_serde::from_slice::<Value>(&event.payload) else { continue };
+        if let Some(name) = &args.name {
+            if output::name_of(&obj) != name {
+                continue;
+            }
+        }
+        let obj_labels = obj
+            .pointer("/metadata/labels")
+            .and_then(|l| serde_json::from_value(l.clone()).ok())
+            .unwrap_or_default();
+        if !labels.matches(&obj_labels) {
+            continue;
+        }
+        if !fields.is_everything() {
+            let lookup = |f: &str| {
+                let pointer = format!("/{}", f.replace('.', "/"));
+                obj.pointer(&pointer).map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))
+            };
+            if !fields.matches(&lookup) {
+                continue;
+            }
+        }
+        let mut obj = obj;
+        if let Some(meta) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.insert("resourceVersion".into(), Value::String(event.revision.to_string()));
+        }
+        match format {
+            "" | "wide" => {
+                let t = table::build(info.kind, std::slice::from_ref(&obj), format == "wide", args.all_namespaces && info.namespaced, args.show_labels);
+                if event.is_tombstone() {
+                    println!("{} (deleted)", t.rows[0].join("   "));
+                } else {
+                    t.print(false);
+                }
+            }
+            other => output::print_objects(other, info, &[obj], true)?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! Untyped access to the API: objects as JSON values, for commands that treat every kind
+//! alike (get, describe, delete, label).
+
+use anyhow::{Context, Result};
+use bus_schemas::api::{ListOptions, ObjectList, ObjectRef};
+use bus_schemas::subjects::Verb;
+use bus_schemas::{codec, KindInfo};
+use serde::Serialize;
+use serde_json::Value;
+use shoal_bus::client::decode_reply;
+use shoal_bus::{ApiClient, ApiError};
+
+pub struct Session {
+    pub nats: async_nats::Client,
+    pub api: ApiClient,
+    pub url: String,
+}
+
+impl Session {
+    pub async fn connect(url: &str) -> Result<Session> {
+        let nats = shoal_bus::connect(url, "shoal-cli").await.with_context(|| {
+            format!("cannot reach NATS at {url}: is the cluster running? (`shoal up`, or set --nats / SHOAL_NATS)")
+        })?;
+        Ok(Session { api: ApiClient::new(nats.clone()), nats, url: url.to_string() })
+    }
+
+    pub async fn call<B: Serialize>(
+        &self,
+        info: &KindInfo,
+        verb: Verb,
+        body: &B,
+    ) -> Result<Value, ApiError> {
+        let body = codec::to_msgpack(body).map_err(|e| ApiError::Decode {
+            subject: String::new(),
+            detail: e.to_string(),
+        })?;
+        let reply = self.api.request_raw(&info.token(), verb, body).await?;
+        let subject = bus_schemas::subjects::api(&info.token(), verb);
+        Ok(decode_reply::<Value>(&subject, reply)?.0)
+    }
+
+    pub async fn get(&self, info: &KindInfo, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        self.call(info, Verb::Get, &ObjectRef { namespace: namespace.into(), name: name.into() })
+            .await
+    }
+
+    /// Every page of a list.
+    pub async fn list(
+        &self,
+        info: &KindInfo,
+        options: &ListOptions,
+    ) -> Result<(Vec<Value>, String), ApiError> {
+        let mut options = options.clone();
+        let mut items = Vec::new();
+        loop {
+            let page = self.call(info, Verb::List, &options).await?;
+            let page: ObjectList<Value> = serde_json::from_value(page).map_err(|e| {
+                ApiError::Decode { subject: "list".into(), detail: e.to_string() }
+            })?;
+            items.extend(page.items);
+            if page.metadata.continue_token.is_empty() {
+                return Ok((items, page.metadata.resource_version));
+            }
+            options.continue_token = page.metadata.continue_token;
+        }
+    }
+}
+
+pub async fn version(session: &Session) -> Result<i32> {
+    println!("Client Version: shoal {}", env!("CARGO_PKG_VERSION"));
+    let info = session.nats.server_info();
+    println!("NATS Server: {} (nats-server {}, at {})", info.server_name, info.version, session.url);
+    let ns = bus_schemas::kinds::lookup("ns").expect("namespaces are a kind");
+    match session.list(ns, &ListOptions::default()).await {
+        Ok((_, rv)) => println!("Cluster: API reachable, state log at revision {rv}"),
+        Err(e) => println!("Cluster: API not reachable: {e}"),
+    }
+    Ok(0)
+}
