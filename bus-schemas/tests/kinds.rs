@@ -15,7 +15,9 @@ use bus_schemas::{Condition, Resource};
 use fixtures::*;
 
 fn golden_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.hex"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{name}.hex"))
 }
 
 /// Compares the msgpack encoding with the golden file (or rewrites it under UPDATE_GOLDEN=1),
@@ -33,13 +35,19 @@ fn check_golden<T: Resource>(name: &str, obj: &T) {
         std::fs::create_dir_all(path.parent().expect("golden dir")).expect("mkdir golden");
         std::fs::write(&path, lines.join("\n") + "\n").expect("write golden");
     } else {
-        let regenerate = "regenerate with `UPDATE_GOLDEN=1 cargo test -p bus-schemas --test kinds` \
+        let regenerate =
+            "regenerate with `UPDATE_GOLDEN=1 cargo test -p bus-schemas --test kinds` \
                           if the encoding change is intended";
         let want = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("{}: {e}; {regenerate}", path.display()));
         let want: String = want.split_whitespace().collect();
         if want != hex {
-            let at = want.bytes().zip(hex.bytes()).position(|(a, b)| a != b).unwrap_or(0) / 2;
+            let at = want
+                .bytes()
+                .zip(hex.bytes())
+                .position(|(a, b)| a != b)
+                .unwrap_or(0)
+                / 2;
             panic!(
                 "{name}: msgpack differs from {} at byte {at} (golden {} bytes, now {} bytes); \
                  now encodes as JSON:\n{}\n{regenerate}",
@@ -67,10 +75,19 @@ fn defaulted<T: Resource>(mut obj: T) -> T {
     obj.apply_defaults();
     let once = obj.clone();
     obj.apply_defaults();
-    assert_eq!(obj, once, "{}: apply_defaults is not idempotent", T::INFO.kind);
+    assert_eq!(
+        obj,
+        once,
+        "{}: apply_defaults is not idempotent",
+        T::INFO.kind
+    );
     let mut causes = validate_meta(&T::INFO, obj.meta());
     causes.extend(obj.validate_kind());
-    assert!(causes.is_empty(), "{} fixture is invalid: {causes:#?}", T::INFO.kind);
+    assert!(
+        causes.is_empty(),
+        "{} fixture is invalid: {causes:#?}",
+        T::INFO.kind
+    );
     obj
 }
 
@@ -133,7 +150,11 @@ fn pod_defaults_follow_kubernetes() {
     let mut pod = Pod {
         spec: PodSpec {
             containers: vec![
-                Container { name: "a".into(), image: "nginx".into(), ..Default::default() },
+                Container {
+                    name: "a".into(),
+                    image: "nginx".into(),
+                    ..Default::default()
+                },
                 Container {
                     name: "b".into(),
                     image: "nginx:1.25".into(),
@@ -169,7 +190,10 @@ fn pod_defaults_follow_kubernetes() {
     assert_eq!(spec.dns_policy, "ClusterFirst");
     assert_eq!(spec.scheduler_name, "default-scheduler");
     assert_eq!(spec.termination_grace_period_seconds, Some(30));
-    assert_eq!(spec.priority, None, "priority is resolved by admission, not defaulting");
+    assert_eq!(
+        spec.priority, None,
+        "priority is resolved by admission, not defaulting"
+    );
     assert_eq!(spec.enable_service_links, None);
     assert!(spec.volumes[0].empty_dir.is_some());
     let (a, b) = (&spec.containers[0], &spec.containers[1]);
@@ -179,10 +203,18 @@ fn pod_defaults_follow_kubernetes() {
     assert_eq!(a.termination_message_policy, "File");
     assert_eq!(b.ports[0].protocol, "TCP");
     assert_eq!(b.ports[0].host_port, 0);
-    assert_eq!(b.resources.requests, b.resources.limits, "requests default to limits");
+    assert_eq!(
+        b.resources.requests, b.resources.limits,
+        "requests default to limits"
+    );
     let probe = b.liveness_probe.as_ref().unwrap();
     assert_eq!(
-        (probe.timeout_seconds, probe.period_seconds, probe.success_threshold, probe.failure_threshold),
+        (
+            probe.timeout_seconds,
+            probe.period_seconds,
+            probe.success_threshold,
+            probe.failure_threshold
+        ),
         (Some(1), Some(10), Some(1), Some(3))
     );
     let get = probe.http_get.as_ref().unwrap();
@@ -211,9 +243,15 @@ fn workload_defaults() {
     assert_eq!(rolling.max_surge, Some(IntOrString::from("25%")));
     assert_eq!(rolling.max_unavailable, Some(IntOrString::from("25%")));
     assert_eq!(d.spec.template.spec.restart_policy, "Always");
-    assert_eq!(d.spec.template.spec.containers[0].image_pull_policy, "IfNotPresent");
+    assert_eq!(
+        d.spec.template.spec.containers[0].image_pull_policy,
+        "IfNotPresent"
+    );
     // Templates keep requests as written: only Pods default requests from limits.
-    assert_eq!(d.spec.template.spec.containers[0].resources, web_container().resources);
+    assert_eq!(
+        d.spec.template.spec.containers[0].resources,
+        web_container().resources
+    );
     assert_eq!(d.rollout_budget(), (1, 0));
 
     let mut recreate = deployment();
@@ -239,7 +277,10 @@ fn job_defaults() {
     single.spec.completions = None;
     single.spec.parallelism = None;
     single.apply_defaults();
-    assert_eq!((single.spec.completions, single.spec.parallelism), (Some(1), Some(1)));
+    assert_eq!(
+        (single.spec.completions, single.spec.parallelism),
+        (Some(1), Some(1))
+    );
     assert_eq!(single.spec.backoff_limit, Some(6));
     assert_eq!(single.spec.completion_mode, "NonIndexed");
     assert_eq!(single.spec.suspend, Some(false));
@@ -249,18 +290,36 @@ fn job_defaults() {
     queue.spec.completions = None;
     queue.spec.parallelism = Some(5);
     queue.apply_defaults();
-    assert_eq!((queue.spec.completions, queue.spec.parallelism), (None, Some(5)));
+    assert_eq!(
+        (queue.spec.completions, queue.spec.parallelism),
+        (None, Some(5))
+    );
 
     // The selector is generated from the uid and the template labelled to match it.
     let j = defaulted(job());
     let selector = j.spec.selector.as_ref().expect("generated selector");
     assert_eq!(
-        selector.match_labels.get("batch.kubernetes.io/controller-uid").map(String::as_str),
+        selector
+            .match_labels
+            .get("batch.kubernetes.io/controller-uid")
+            .map(String::as_str),
         Some("uid-report-2024-04")
     );
     assert!(selector.matches(&j.spec.template.metadata.labels));
-    assert_eq!(j.spec.template.metadata.labels.get("job-name").map(String::as_str), Some("report-2024-04"));
-    assert_eq!(j.metadata.labels, labels(&[("app", "report")]), "job labels copied from template");
+    assert_eq!(
+        j.spec
+            .template
+            .metadata
+            .labels
+            .get("job-name")
+            .map(String::as_str),
+        Some("report-2024-04")
+    );
+    assert_eq!(
+        j.metadata.labels,
+        labels(&[("app", "report")]),
+        "job labels copied from template"
+    );
 
     let mut manual = job();
     manual.spec.manual_selector = Some(true);
@@ -281,7 +340,11 @@ fn service_and_other_defaults() {
     let mut sticky = service();
     sticky.spec.session_affinity = "ClientIP".into();
     sticky.apply_defaults();
-    let timeout = sticky.spec.session_affinity_config.and_then(|c| c.client_ip).and_then(|c| c.timeout_seconds);
+    let timeout = sticky
+        .spec
+        .session_affinity_config
+        .and_then(|c| c.client_ip)
+        .and_then(|c| c.timeout_seconds);
     assert_eq!(timeout, Some(10800));
 
     let ep = defaulted(endpoints());
@@ -294,9 +357,22 @@ fn service_and_other_defaults() {
     let h = defaulted(hpa());
     let behavior = h.spec.behavior.as_ref().unwrap();
     let up = behavior.scale_up.as_ref().unwrap();
-    assert_eq!((up.stabilization_window_seconds, up.select_policy.as_str(), up.policies.len()), (Some(0), "Max", 2));
+    assert_eq!(
+        (
+            up.stabilization_window_seconds,
+            up.select_policy.as_str(),
+            up.policies.len()
+        ),
+        (Some(0), "Max", 2)
+    );
     let down = behavior.scale_down.as_ref().unwrap();
-    assert_eq!((down.stabilization_window_seconds, down.select_policy.as_str()), (Some(120), "Max"));
+    assert_eq!(
+        (
+            down.stabilization_window_seconds,
+            down.select_policy.as_str()
+        ),
+        (Some(120), "Max")
+    );
 
     let mut bare = hpa();
     bare.spec.min_replicas = None;
@@ -305,7 +381,10 @@ fn service_and_other_defaults() {
     bare.apply_defaults();
     assert_eq!(bare.spec.min_replicas, Some(1));
     let cpu = bare.spec.metrics[0].resource.as_ref().unwrap();
-    assert_eq!((cpu.name.as_str(), cpu.target.average_utilization), ("cpu", Some(80)));
+    assert_eq!(
+        (cpu.name.as_str(), cpu.target.average_utilization),
+        ("cpu", Some(80))
+    );
     assert_eq!(bare.spec.behavior, None);
 }
 
@@ -335,12 +414,20 @@ fn pod_helpers() {
     guaranteed.apply_defaults();
     assert_eq!(guaranteed.status.qos_class, "Guaranteed");
     let mut best_effort = Pod::default();
-    best_effort.spec.containers = vec![Container { name: "a".into(), image: "x:1".into(), ..Default::default() }];
+    best_effort.spec.containers = vec![Container {
+        name: "a".into(),
+        image: "x:1".into(),
+        ..Default::default()
+    }];
     assert_eq!(best_effort.compute_qos_class(), "BestEffort");
 
     let mut done = p.clone();
     done.status.phase = "Succeeded".into();
-    done.status.conditions = vec![Condition { type_: "Ready".into(), status: "False".into(), ..Default::default() }];
+    done.status.conditions = vec![Condition {
+        type_: "Ready".into(),
+        status: "False".into(),
+        ..Default::default()
+    }];
     assert!(done.is_terminal());
     assert!(!done.is_ready());
 }
@@ -366,7 +453,11 @@ fn other_helpers() {
 
     let mut j = job();
     assert!(!j.is_finished());
-    j.status.conditions = vec![Condition { type_: "Complete".into(), status: "True".into(), ..Default::default() }];
+    j.status.conditions = vec![Condition {
+        type_: "Complete".into(),
+        status: "True".into(),
+        ..Default::default()
+    }];
     assert!(j.is_finished());
 }
 
@@ -374,15 +465,30 @@ fn other_helpers() {
 fn field_values_for_field_selectors() {
     let p = defaulted(pod());
     assert_eq!(p.field_value("spec.nodeName").as_deref(), Some("node-a"));
-    assert_eq!(p.field_value("spec.schedulerName").as_deref(), Some("default-scheduler"));
-    assert_eq!(p.field_value("spec.restartPolicy").as_deref(), Some("Always"));
+    assert_eq!(
+        p.field_value("spec.schedulerName").as_deref(),
+        Some("default-scheduler")
+    );
+    assert_eq!(
+        p.field_value("spec.restartPolicy").as_deref(),
+        Some("Always")
+    );
     assert_eq!(p.field_value("status.phase").as_deref(), Some("Running"));
-    assert_eq!(p.field_value("status.podIP").as_deref(), Some("10.244.1.17"));
-    assert_eq!(p.field_value("metadata.name").as_deref(), Some("web-7d4b9c-x2x1z"));
+    assert_eq!(
+        p.field_value("status.podIP").as_deref(),
+        Some("10.244.1.17")
+    );
+    assert_eq!(
+        p.field_value("metadata.name").as_deref(),
+        Some("web-7d4b9c-x2x1z")
+    );
     assert_eq!(p.field_value("spec.containers"), None);
 
     let mut n = node();
-    assert_eq!(n.field_value("spec.unschedulable").as_deref(), Some("false"));
+    assert_eq!(
+        n.field_value("spec.unschedulable").as_deref(),
+        Some("false")
+    );
     n.spec.unschedulable = true;
     assert_eq!(n.field_value("spec.unschedulable").as_deref(), Some("true"));
 
@@ -401,7 +507,10 @@ fn field_values_for_field_selectors() {
 }
 
 fn update_fields<T: Resource>(new: &T, old: &T) -> Vec<String> {
-    new.validate_update(old).into_iter().map(|c| c.field).collect()
+    new.validate_update(old)
+        .into_iter()
+        .map(|c| c.field)
+        .collect()
 }
 
 #[test]
@@ -412,7 +521,11 @@ fn pod_updates() {
     image.spec.containers[0].image = "registry.shoal.local:5000/web:1.4.3".into();
     image.spec.init_containers[0].image = "registry.shoal.local:5000/web:1.4.3".into();
     image.spec.active_deadline_seconds = Some(600);
-    image.spec.tolerations.push(Toleration { key: "gpu".into(), operator: "Exists".into(), ..Default::default() });
+    image.spec.tolerations.push(Toleration {
+        key: "gpu".into(),
+        operator: "Exists".into(),
+        ..Default::default()
+    });
     assert!(update_fields(&image, &old).is_empty());
 
     let mut shorter = image.clone();
@@ -420,7 +533,10 @@ fn pod_updates() {
     assert!(update_fields(&shorter, &image).is_empty());
     let mut longer = image.clone();
     longer.spec.active_deadline_seconds = Some(900);
-    assert_eq!(update_fields(&longer, &image), ["spec.activeDeadlineSeconds"]);
+    assert_eq!(
+        update_fields(&longer, &image),
+        ["spec.activeDeadlineSeconds"]
+    );
 
     let mut removed = old.clone();
     removed.spec.tolerations.pop();
@@ -430,7 +546,10 @@ fn pod_updates() {
     env.spec.containers[0].env.clear();
     let causes = env.validate_update(&old);
     assert_eq!(causes.len(), 1);
-    assert_eq!((causes[0].field.as_str(), causes[0].reason.as_str()), ("spec", "FieldValueForbidden"));
+    assert_eq!(
+        (causes[0].field.as_str(), causes[0].reason.as_str()),
+        ("spec", "FieldValueForbidden")
+    );
 
     // nodeName: set once by binding, never moved.
     let mut unbound = old.clone();
@@ -484,7 +603,10 @@ fn immutable_fields_of_other_kinds() {
     assert!(update_fields(&j, &old_job).is_empty());
     j.spec.completions = Some(8);
     j.spec.template.spec.containers[0].image = "report:2".into();
-    assert_eq!(update_fields(&j, &old_job), ["spec.completions", "spec.template"]);
+    assert_eq!(
+        update_fields(&j, &old_job),
+        ["spec.completions", "spec.template"]
+    );
 
     let old_node = defaulted(node());
     let mut n = old_node.clone();

@@ -21,12 +21,17 @@ fn fields(causes: &[Cause]) -> Vec<&str> {
 }
 
 fn has(causes: &[Cause], field: &str, reason: &str) -> bool {
-    causes.iter().any(|c| c.field == field && c.reason == reason)
+    causes
+        .iter()
+        .any(|c| c.field == field && c.reason == reason)
 }
 
 #[track_caller]
 fn assert_cause(causes: &[Cause], field: &str, reason: &str) {
-    assert!(has(causes, field, reason), "no {reason} at {field} in {causes:#?}");
+    assert!(
+        has(causes, field, reason),
+        "no {reason} at {field} in {causes:#?}"
+    );
 }
 
 #[test]
@@ -46,9 +51,22 @@ fn invalid_containers() {
     second.name = "web".into();
     second.image = String::new();
     second.ports = vec![
-        ContainerPort { name: "http".into(), container_port: 0, ..Default::default() },
-        ContainerPort { name: "http".into(), container_port: 9090, protocol: "HTTP".into(), ..Default::default() },
-        ContainerPort { name: "way-too-long-port".into(), container_port: 70000, ..Default::default() },
+        ContainerPort {
+            name: "http".into(),
+            container_port: 0,
+            ..Default::default()
+        },
+        ContainerPort {
+            name: "http".into(),
+            container_port: 9090,
+            protocol: "HTTP".into(),
+            ..Default::default()
+        },
+        ContainerPort {
+            name: "way-too-long-port".into(),
+            container_port: 70000,
+            ..Default::default()
+        },
     ];
     second.env[0].name = "1BAD".into();
     second.volume_mounts[0].name = "missing".into();
@@ -59,13 +77,25 @@ fn invalid_containers() {
         ("spec.initContainers[0].name", "FieldValueInvalid"),
         ("spec.containers[1].name", "FieldValueDuplicate"),
         ("spec.containers[1].image", "FieldValueRequired"),
-        ("spec.containers[1].ports[0].containerPort", "FieldValueInvalid"),
+        (
+            "spec.containers[1].ports[0].containerPort",
+            "FieldValueInvalid",
+        ),
         ("spec.containers[1].ports[1].name", "FieldValueDuplicate"),
-        ("spec.containers[1].ports[1].protocol", "FieldValueNotSupported"),
+        (
+            "spec.containers[1].ports[1].protocol",
+            "FieldValueNotSupported",
+        ),
         ("spec.containers[1].ports[2].name", "FieldValueInvalid"),
-        ("spec.containers[1].ports[2].containerPort", "FieldValueInvalid"),
+        (
+            "spec.containers[1].ports[2].containerPort",
+            "FieldValueInvalid",
+        ),
         ("spec.containers[1].env[0].name", "FieldValueInvalid"),
-        ("spec.containers[1].volumeMounts[0].name", "FieldValueNotFound"),
+        (
+            "spec.containers[1].volumeMounts[0].name",
+            "FieldValueNotFound",
+        ),
     ];
     for (field, reason) in want {
         assert_cause(&causes, field, reason);
@@ -80,32 +110,58 @@ fn invalid_resources_and_probes() {
     web.resources.requests.insert("cpu".into(), q("2"));
     web.resources.limits.insert("memory".into(), q("-1Mi"));
     web.liveness_probe = Some(Probe {
-        exec: Some(ExecAction { command: vec!["true".into()] }),
-        tcp_socket: Some(TcpSocketAction { port: 8080.into(), host: String::new() }),
+        exec: Some(ExecAction {
+            command: vec!["true".into()],
+        }),
+        tcp_socket: Some(TcpSocketAction {
+            port: 8080.into(),
+            host: String::new(),
+        }),
         failure_threshold: Some(-1),
         ..Default::default()
     });
     web.readiness_probe = Some(Probe::default());
     let causes = causes_of(p);
     let want = [
-        ("spec.containers[0].resources.limits[memory]", "FieldValueInvalid"),
-        ("spec.containers[0].resources.requests[cpu]", "FieldValueInvalid"),
-        ("spec.containers[0].livenessProbe.tcpSocket", "FieldValueForbidden"),
-        ("spec.containers[0].livenessProbe.failureThreshold", "FieldValueInvalid"),
+        (
+            "spec.containers[0].resources.limits[memory]",
+            "FieldValueInvalid",
+        ),
+        (
+            "spec.containers[0].resources.requests[cpu]",
+            "FieldValueInvalid",
+        ),
+        (
+            "spec.containers[0].livenessProbe.tcpSocket",
+            "FieldValueForbidden",
+        ),
+        (
+            "spec.containers[0].livenessProbe.failureThreshold",
+            "FieldValueInvalid",
+        ),
         ("spec.containers[0].readinessProbe", "FieldValueRequired"),
     ];
     for (field, reason) in want {
         assert_cause(&causes, field, reason);
     }
-    let cpu = causes.iter().find(|c| c.field.ends_with("requests[cpu]")).unwrap();
-    assert_eq!(cpu.message, "Invalid value: \"2\": must be less than or equal to cpu limit of 500m");
+    let cpu = causes
+        .iter()
+        .find(|c| c.field.ends_with("requests[cpu]"))
+        .unwrap();
+    assert_eq!(
+        cpu.message,
+        "Invalid value: \"2\": must be less than or equal to cpu limit of 500m"
+    );
 }
 
 #[test]
 fn invalid_pod_level_fields() {
     let mut p = pod();
     p.spec.restart_policy = "Sometimes".into();
-    p.spec.volumes.push(Volume { name: "cache".into(), ..Default::default() });
+    p.spec.volumes.push(Volume {
+        name: "cache".into(),
+        ..Default::default()
+    });
     p.spec.volumes[0].host_path = Some(Default::default());
     p.spec.tolerations.push(Toleration {
         key: "x".into(),
@@ -134,12 +190,18 @@ fn invalid_affinity() {
     let mut p = pod();
     let affinity = p.spec.affinity.as_mut().unwrap();
     let node = affinity.node_affinity.as_mut().unwrap();
-    node.required_during_scheduling_ignored_during_execution.as_mut().unwrap().node_selector_terms[0]
+    node.required_during_scheduling_ignored_during_execution
+        .as_mut()
+        .unwrap()
+        .node_selector_terms[0]
         .match_expressions[0]
         .operator = "Exists".into();
     node.preferred_during_scheduling_ignored_during_execution[0].weight = 0;
     let anti = affinity.pod_anti_affinity.as_mut().unwrap();
-    anti.preferred_during_scheduling_ignored_during_execution[0].pod_affinity_term.topology_key.clear();
+    anti.preferred_during_scheduling_ignored_during_execution[0]
+        .pod_affinity_term
+        .topology_key
+        .clear();
     let causes = causes_of(p);
     let base = "spec.affinity.nodeAffinity";
     assert_eq!(
@@ -182,11 +244,16 @@ fn deployment_fields() {
     d.spec.replicas = Some(-1);
     d.spec.template.spec.restart_policy = "Never".into();
     d.spec.template.spec.containers[0].ports[0].container_port = 99999;
-    d.spec.template.metadata.labels.insert("bad/key/x".into(), "v".into());
-    d.spec.strategy.rolling_update = Some(bus_schemas::kinds::deployment::RollingUpdateDeployment {
-        max_unavailable: Some(0.into()),
-        max_surge: Some("0%".into()),
-    });
+    d.spec
+        .template
+        .metadata
+        .labels
+        .insert("bad/key/x".into(), "v".into());
+    d.spec.strategy.rolling_update =
+        Some(bus_schemas::kinds::deployment::RollingUpdateDeployment {
+            max_unavailable: Some(0.into()),
+            max_surge: Some("0%".into()),
+        });
     let causes = causes_of(d);
     assert_eq!(
         fields(&causes),
@@ -202,16 +269,23 @@ fn deployment_fields() {
     let mut recreate = deployment();
     recreate.spec.strategy.type_ = "Recreate".into();
     recreate.spec.strategy.rolling_update = Some(Default::default());
-    assert_eq!(fields(&causes_of(recreate)), ["spec.strategy.rollingUpdate"]);
+    assert_eq!(
+        fields(&causes_of(recreate)),
+        ["spec.strategy.rollingUpdate"]
+    );
 
     let mut pct = deployment();
-    pct.spec.strategy.rolling_update = Some(bus_schemas::kinds::deployment::RollingUpdateDeployment {
-        max_unavailable: Some("150%".into()),
-        max_surge: Some("ten".into()),
-    });
+    pct.spec.strategy.rolling_update =
+        Some(bus_schemas::kinds::deployment::RollingUpdateDeployment {
+            max_unavailable: Some("150%".into()),
+            max_surge: Some("ten".into()),
+        });
     assert_eq!(
         fields(&causes_of(pct)),
-        ["spec.strategy.rollingUpdate.maxUnavailable", "spec.strategy.rollingUpdate.maxSurge"]
+        [
+            "spec.strategy.rollingUpdate.maxUnavailable",
+            "spec.strategy.rollingUpdate.maxSurge"
+        ]
     );
 }
 
@@ -220,13 +294,15 @@ fn service_ports() {
     let mut svc = service();
     svc.spec.ports[0].port = 0;
     svc.spec.ports[1].name = String::new();
-    svc.spec.ports.push(bus_schemas::kinds::service::ServicePort {
-        name: "http".into(),
-        port: 70000,
-        protocol: "ICMP".into(),
-        target_port: "Not_A_Name".into(),
-        ..Default::default()
-    });
+    svc.spec
+        .ports
+        .push(bus_schemas::kinds::service::ServicePort {
+            name: "http".into(),
+            port: 70000,
+            protocol: "ICMP".into(),
+            target_port: "Not_A_Name".into(),
+            ..Default::default()
+        });
     let causes = causes_of(svc);
     assert_eq!(
         fields(&causes),
@@ -239,7 +315,10 @@ fn service_ports() {
             "spec.ports[2].targetPort",
         ]
     );
-    assert_eq!(causes[0].message, "Invalid value: 0: must be between 1 and 65535, inclusive");
+    assert_eq!(
+        causes[0].message,
+        "Invalid value: 0: must be between 1 and 65535, inclusive"
+    );
     assert_eq!(causes[2].reason, "FieldValueDuplicate");
 }
 
@@ -248,11 +327,19 @@ fn service_types_and_ips() {
     let mut node_port = service();
     node_port.spec.type_ = "NodePort".into();
     node_port.spec.cluster_ip = "10.96.0.300".into();
-    node_port.spec.selector.insert("app".into(), "not valid!".into());
+    node_port
+        .spec
+        .selector
+        .insert("app".into(), "not valid!".into());
     let causes = causes_of(node_port);
     assert_eq!(
         fields(&causes),
-        ["spec.type", "spec.clusterIP", "spec.clusterIPs[0]", "spec.selector[app]"]
+        [
+            "spec.type",
+            "spec.clusterIP",
+            "spec.clusterIPs[0]",
+            "spec.selector[app]"
+        ]
     );
 
     let mut headless = service();
@@ -274,18 +361,39 @@ fn job_rejects_restart_always() {
     let causes = causes_of(j);
     assert_eq!(fields(&causes), ["spec.template.spec.restartPolicy"]);
     assert_eq!(causes[0].reason, "FieldValueNotSupported");
-    assert!(causes[0].message.contains("OnFailure, Never"), "{}", causes[0].message);
+    assert!(
+        causes[0].message.contains("OnFailure, Never"),
+        "{}",
+        causes[0].message
+    );
+
+    // An unknown policy is reported once, not again by the workload rule.
+    let mut bogus = job();
+    bogus.spec.template.spec.restart_policy = "Sometimes".into();
+    let causes = causes_of(bogus);
+    assert_eq!(fields(&causes), ["spec.template.spec.restartPolicy"]);
+    assert!(
+        causes[0].message.contains("Always, OnFailure, Never"),
+        "{}",
+        causes[0].message
+    );
 
     // Unset restartPolicy defaults to Always, which a Job cannot use (as in Kubernetes).
     let mut unset = job();
     unset.spec.template.spec.restart_policy.clear();
-    assert_eq!(fields(&causes_of(unset)), ["spec.template.spec.restartPolicy"]);
+    assert_eq!(
+        fields(&causes_of(unset)),
+        ["spec.template.spec.restartPolicy"]
+    );
 
     let mut indexed = job();
     indexed.spec.completions = None;
     indexed.spec.completion_mode = "Indexed".into();
     indexed.spec.backoff_limit = Some(-1);
-    assert_eq!(fields(&causes_of(indexed)), ["spec.backoffLimit", "spec.completions"]);
+    assert_eq!(
+        fields(&causes_of(indexed)),
+        ["spec.backoffLimit", "spec.completions"]
+    );
 
     let mut manual = job();
     manual.spec.manual_selector = Some(true);
@@ -299,20 +407,39 @@ fn hpa_bounds() {
     h.spec.max_replicas = 3;
     let causes = causes_of(h);
     assert_eq!(fields(&causes), ["spec.maxReplicas"]);
-    assert_eq!(causes[0].message, "Invalid value: 3: must be greater than or equal to `minReplicas`");
+    assert_eq!(
+        causes[0].message,
+        "Invalid value: 3: must be greater than or equal to `minReplicas`"
+    );
 
     let mut zero = hpa();
     zero.spec.min_replicas = Some(0);
     zero.spec.max_replicas = 0;
     zero.spec.scale_target_ref.name.clear();
-    assert_eq!(fields(&causes_of(zero)), ["spec.scaleTargetRef.name", "spec.minReplicas", "spec.maxReplicas"]);
+    assert_eq!(
+        fields(&causes_of(zero)),
+        [
+            "spec.scaleTargetRef.name",
+            "spec.minReplicas",
+            "spec.maxReplicas"
+        ]
+    );
 
     let mut metrics = hpa();
     metrics.spec.metrics[0].type_ = "Pods".into();
-    metrics.spec.metrics[1].resource.as_mut().unwrap().target.type_ = "Value".into();
+    metrics.spec.metrics[1]
+        .resource
+        .as_mut()
+        .unwrap()
+        .target
+        .type_ = "Value".into();
     assert_eq!(
         fields(&causes_of(metrics)),
-        ["spec.metrics[0].resource", "spec.metrics[0].pods", "spec.metrics[1].resource.target.type"]
+        [
+            "spec.metrics[0].resource",
+            "spec.metrics[0].pods",
+            "spec.metrics[1].resource.target.type"
+        ]
     );
 }
 
@@ -324,7 +451,11 @@ fn other_kinds_validate() {
     ep.subsets[0].ports[1].name.clear();
     assert_eq!(
         fields(&causes_of(ep)),
-        ["subsets[0].addresses[0].ip", "subsets[0].notReadyAddresses[0].ip", "subsets[0].ports[1].name"]
+        [
+            "subsets[0].addresses[0].ip",
+            "subsets[0].notReadyAddresses[0].ip",
+            "subsets[0].ports[1].name"
+        ]
     );
 
     let mut ev = event();
@@ -334,9 +465,21 @@ fn other_kinds_validate() {
 
     let mut n = node();
     n.spec.taints.push(n.spec.taints[0].clone());
-    n.spec.taints.push(bus_schemas::kinds::node::Taint { key: "k".into(), effect: "Sometimes".into(), ..Default::default() });
+    n.spec.taints.push(bus_schemas::kinds::node::Taint {
+        key: "k".into(),
+        effect: "Sometimes".into(),
+        ..Default::default()
+    });
     n.spec.pod_cidr = "10.244.1.0/40".into();
-    assert_eq!(fields(&causes_of(n)), ["spec.taints[1]", "spec.taints[2].effect", "spec.podCIDR", "spec.podCIDRs[0]"]);
+    assert_eq!(
+        fields(&causes_of(n)),
+        [
+            "spec.taints[1]",
+            "spec.taints[2].effect",
+            "spec.podCIDR",
+            "spec.podCIDRs[0]"
+        ]
+    );
 
     let mut pc = priorityclass();
     pc.value = 1_000_000_001;
@@ -371,7 +514,10 @@ fn strict_decoding_names_the_unknown_field() {
             "livenessProbe": {"httpGet": {"port": 80, "paht": "/"}}}]}
     }))
     .unwrap_err();
-    assert_eq!(fields(&causes), ["spec.containers[0].livenessProbe.httpGet.paht"]);
+    assert_eq!(
+        fields(&causes),
+        ["spec.containers[0].livenessProbe.httpGet.paht"]
+    );
 }
 
 #[test]
@@ -391,7 +537,10 @@ fn strict_decoding_names_the_mistyped_field() {
         "spec": {"ports": [{"port": 80, "targetPort": [8080]}]}
     }))
     .unwrap_err();
-    assert!(causes[0].field.contains("spec.ports[0].targetPort"), "{causes:?}");
+    assert!(
+        causes[0].field.contains("spec.ports[0].targetPort"),
+        "{causes:?}"
+    );
 }
 
 const MANIFEST: &str = r#"
@@ -550,18 +699,29 @@ fn kubectl_manifest_decodes_strictly_and_validates() {
         .collect();
     assert_eq!(docs.len(), 3);
 
-    let mut deploy: Deployment = from_json_value_strict(docs[0].clone())
-        .unwrap_or_else(|c| panic!("deployment: {c:#?}"));
+    let mut deploy: Deployment =
+        from_json_value_strict(docs[0].clone()).unwrap_or_else(|c| panic!("deployment: {c:#?}"));
     let container = &deploy.spec.template.spec.containers[0];
     assert_eq!(container.resources.limits.get("cpu"), Some(&q("1")));
     assert_eq!(
-        container.liveness_probe.as_ref().and_then(|p| p.http_get.as_ref()).map(|g| g.port.clone()),
+        container
+            .liveness_probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .map(|g| g.port.clone()),
         Some(IntOrString::from("http"))
     );
     let rolling = deploy.spec.strategy.rolling_update.clone().unwrap();
-    assert_eq!((rolling.max_surge, rolling.max_unavailable), (Some(1.into()), Some(0.into())));
+    assert_eq!(
+        (rolling.max_surge, rolling.max_unavailable),
+        (Some(1.into()), Some(0.into()))
+    );
     deploy.apply_defaults();
-    assert!(deploy.validate_kind().is_empty(), "{:#?}", deploy.validate_kind());
+    assert!(
+        deploy.validate_kind().is_empty(),
+        "{:#?}",
+        deploy.validate_kind()
+    );
 
     let mut svc: Service =
         from_json_value_strict(docs[1].clone()).unwrap_or_else(|c| panic!("service: {c:#?}"));
@@ -576,5 +736,8 @@ fn kubectl_manifest_decodes_strictly_and_validates() {
 
     // What the API stores survives msgpack, strictly.
     let bytes = bus_schemas::codec::to_msgpack(&deploy).unwrap();
-    assert_eq!(bus_schemas::codec::from_msgpack_strict::<Deployment>(&bytes).unwrap(), deploy);
+    assert_eq!(
+        bus_schemas::codec::from_msgpack_strict::<Deployment>(&bytes).unwrap(),
+        deploy
+    );
 }

@@ -4,7 +4,7 @@
 
 use std::any::Any;
 
-use bus_schemas::kinds::{Namespace, Node, Pod, PriorityClass};
+use bus_schemas::kinds::{Namespace, Node, Pod, PriorityClass, Service};
 use bus_schemas::{Reason, Resource, Status};
 
 use crate::server::ApiServer;
@@ -29,6 +29,12 @@ pub(crate) async fn admit<K: Resource>(
                     pod.spec.preemption_policy = old.spec.preemption_policy.clone();
                 }
             }
+        }
+    }
+    if let (Some(svc), Some(old)) = ((obj as &mut dyn Any).downcast_mut::<Service>(), old) {
+        // A manifest that leaves clusterIP out keeps the address allocated at creation.
+        if let Some(old) = (old as &dyn Any).downcast_ref::<Service>() {
+            svc.carry_allocated_from(old);
         }
     }
     Ok(())

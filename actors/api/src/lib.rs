@@ -14,6 +14,7 @@
 
 pub mod actor;
 pub mod admission;
+pub mod local;
 pub mod merge_patch;
 pub mod read;
 pub mod reply;
@@ -50,6 +51,17 @@ pub async fn run(
     nats: async_nats::Client,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ApiRunError> {
+    let (ready, _) = tokio::sync::oneshot::channel();
+    run_with_ready(config, nats, shutdown, ready).await
+}
+
+/// As [`run`], signalling `ready` once requests are being served.
+pub async fn run_with_ready(
+    config: ApiConfig,
+    nats: async_nats::Client,
+    shutdown: impl Future<Output = ()>,
+    ready: tokio::sync::oneshot::Sender<()>,
+) -> Result<(), ApiRunError> {
     let store = Store::open(nats.clone()).await?;
     let informers = config.informers.unwrap_or_else(|| InformerFactory::new(store.clone()));
     let max_payload = nats.server_info().max_payload;
@@ -66,6 +78,7 @@ pub async fn run(
     let _ = nats.flush().await;
     let addr = actor::ApiActor::new(server, nats, subscriptions).start();
     tracing::info!("API actor serving {} and {}", subjects::API_ALL, subjects::NODE_ALL);
+    let _ = ready.send(());
     shutdown.await;
     let _ = addr.send(actor::Shutdown).await;
     Ok(())

@@ -102,6 +102,22 @@ fn validate<K: Resource>(obj: &K, old: Option<&K>) -> Result<(), Status> {
 }
 
 impl ApiServer {
+    /// The stored version if the newest write of this object was this very request (a retry
+    /// whose first attempt succeeded but whose reply was lost).
+    async fn own_earlier_attempt<K: Resource>(
+        &self,
+        req: &Request<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Option<K> {
+        let id = req.request_id.as_deref()?;
+        let raw = self.store.get_raw(&subject_of::<K>(namespace, name)).await.ok()??;
+        if raw.request_id.as_deref() != Some(id) {
+            return None;
+        }
+        decode_stored::<K>(&raw).ok()
+    }
+
     /// Current live version of an object, with its revision; None if absent or deleted.
     pub(crate) async fn current<K: Resource>(
         &self,
@@ -195,7 +211,12 @@ impl ApiServer {
                     match last {
                         // Only a tombstone stands there: a name may be reused after deletion.
                         Some(raw) if raw.is_tombstone() => expected = raw.revision,
-                        _ => return Err(Status::already_exists(K::INFO.kind, &ns, &name)),
+                        _ => {
+                            if let Some(mine) = self.own_earlier_attempt::<K>(req, &ns, &name).await {
+                                return Ok(mine);
+                            }
+                            return Err(Status::already_exists(K::INFO.kind, &ns, &name));
+                        }
                     }
                 }
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),
@@ -237,6 +258,9 @@ impl ApiServer {
             };
             if let Some(wanted) = wanted_revision {
                 if wanted != revision {
+                    if let Some(mine) = self.own_earlier_attempt::<K>(req, &ns, &name).await {
+                        return Ok(mine);
+                    }
                     return Err(Status::conflict(
                         K::INFO.kind,
                         &ns,
@@ -255,6 +279,7 @@ impl ApiServer {
             } else {
                 let mut next = incoming.clone();
                 next.meta_mut().namespace = ns.clone();
+                next.keep_status_of(&current);
                 next.apply_defaults();
                 merge_server_fields(&mut next, &current);
                 admission::admit(self, &mut next, Some(&current)).await?;

@@ -51,6 +51,8 @@ pub struct RawEvent {
     pub revision: u64,
     pub event: EventType,
     pub payload: Bytes,
+    /// The request id of the write that stored this version, if it carried one.
+    pub request_id: Option<String>,
 }
 
 impl RawEvent {
@@ -318,5 +320,7 @@ pub(crate) fn raw_from_stored(
         .get(HEADER_EVENT)
         .and_then(|v| EventType::parse(v.as_str()))
         .unwrap_or(EventType::Modified);
-    RawEvent { subject, revision, event, payload }
+    let request_id =
+        headers.get(async_nats::header::NATS_MESSAGE_ID).map(|v| v.as_str().to_string());
+    RawEvent { subject, revision, event, payload, request_id }
 }

@@ -160,7 +160,11 @@ impl NodeSelectorRequirement {
             if self.key != "metadata.name" {
                 causes.push(Cause::not_supported(&key_at, &self.key, &["metadata.name"]));
             }
-            causes.extend(not_supported(&format!("{path}.operator"), &self.operator, &["In", "NotIn"]));
+            causes.extend(not_supported(
+                &format!("{path}.operator"),
+                &self.operator,
+                &["In", "NotIn"],
+            ));
             if self.values.len() != 1 {
                 let detail = "must be only one value when `operator` is 'In' or 'NotIn' for node field selector";
                 causes.push(required_msg(&format!("{path}.values"), detail));
@@ -187,7 +191,11 @@ impl NodeSelectorRequirement {
                     causes.push(required_msg(&values_at, detail));
                 }
             }
-            op => causes.extend(not_supported(&format!("{path}.operator"), op, NODE_SELECTOR_OPERATORS)),
+            op => causes.extend(not_supported(
+                &format!("{path}.operator"),
+                op,
+                NODE_SELECTOR_OPERATORS,
+            )),
         }
         causes
     }
@@ -219,16 +227,23 @@ impl NodeSelectorTerm {
 impl NodeSelector {
     /// Any term matches.
     pub fn matches(&self, labels: &BTreeMap<String, String>, node_name: &str) -> bool {
-        self.node_selector_terms.iter().any(|t| t.matches(labels, node_name))
+        self.node_selector_terms
+            .iter()
+            .any(|t| t.matches(labels, node_name))
     }
 
     fn validate(&self, path: &str) -> Vec<Cause> {
         let at = format!("{path}.nodeSelectorTerms");
         if self.node_selector_terms.is_empty() {
-            return vec![required_msg(&at, "must have at least one node selector term")];
+            return vec![required_msg(
+                &at,
+                "must have at least one node selector term",
+            )];
         }
         let terms = self.node_selector_terms.iter().enumerate();
-        terms.flat_map(|(i, t)| t.validate(&format!("{at}[{i}]"))).collect()
+        terms
+            .flat_map(|(i, t)| t.validate(&format!("{at}[{i}]")))
+            .collect()
     }
 }
 
@@ -268,7 +283,10 @@ impl PodAffinity {
         for (i, term) in preferred.iter().enumerate() {
             let at = format!("{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
             causes.extend(in_range(term.weight, 1, 100, &format!("{at}.weight")));
-            causes.extend(term.pod_affinity_term.validate(&format!("{at}.podAffinityTerm")));
+            causes.extend(
+                term.pod_affinity_term
+                    .validate(&format!("{at}.podAffinityTerm")),
+            );
         }
         causes
     }
@@ -327,26 +345,46 @@ impl Toleration {
             "Exists" => {
                 if !self.value.is_empty() {
                     let detail = "value must be empty when `operator` is 'Exists'";
-                    causes.push(invalid_value(&format!("{path}.operator"), &self.value, detail));
+                    causes.push(invalid_value(
+                        &format!("{path}.operator"),
+                        &self.value,
+                        detail,
+                    ));
                 }
             }
             "" | "Equal" => {
                 if self.key.is_empty() {
                     let detail = "operator must be Exists when `key` is empty, which means \"match all values and all keys\"";
-                    causes.push(invalid_value(&format!("{path}.operator"), &self.operator, detail));
+                    causes.push(invalid_value(
+                        &format!("{path}.operator"),
+                        &self.operator,
+                        detail,
+                    ));
                 }
                 if let Err(e) = label_value(&self.value) {
                     causes.push(invalid_value(&format!("{path}.value"), &self.value, &e));
                 }
             }
-            op => causes.push(Cause::not_supported(format!("{path}.operator"), op, &["Equal", "Exists"])),
+            op => causes.push(Cause::not_supported(
+                format!("{path}.operator"),
+                op,
+                &["Equal", "Exists"],
+            )),
         }
         if !self.effect.is_empty() {
-            causes.extend(not_supported(&format!("{path}.effect"), &self.effect, TAINT_EFFECTS));
+            causes.extend(not_supported(
+                &format!("{path}.effect"),
+                &self.effect,
+                TAINT_EFFECTS,
+            ));
         }
         if self.toleration_seconds.is_some() && self.effect != "NoExecute" {
             let detail = "effect must be 'NoExecute' when `tolerationSeconds` is set";
-            causes.push(invalid_value(&format!("{path}.effect"), &self.effect, detail));
+            causes.push(invalid_value(
+                &format!("{path}.effect"),
+                &self.effect,
+                detail,
+            ));
         }
         causes
     }
@@ -387,27 +425,65 @@ mod tests {
     #[test]
     fn requirement_validation() {
         assert!(req("zone", "In", &["a"]).validate("r", false).is_empty());
-        assert_eq!(req("zone", "In", &[]).validate("r", false)[0].field, "r.values");
-        assert_eq!(req("zone", "Exists", &["a"]).validate("r", false)[0].field, "r.values");
-        assert_eq!(req("zone", "Gt", &["x"]).validate("r", false)[0].field, "r.values");
-        assert_eq!(req("zone", "Near", &[]).validate("r", false)[0].field, "r.operator");
-        assert_eq!(req("spec.x", "In", &["a"]).validate("r", true)[0].field, "r.key");
+        assert_eq!(
+            req("zone", "In", &[]).validate("r", false)[0].field,
+            "r.values"
+        );
+        assert_eq!(
+            req("zone", "Exists", &["a"]).validate("r", false)[0].field,
+            "r.values"
+        );
+        assert_eq!(
+            req("zone", "Gt", &["x"]).validate("r", false)[0].field,
+            "r.values"
+        );
+        assert_eq!(
+            req("zone", "Near", &[]).validate("r", false)[0].field,
+            "r.operator"
+        );
+        assert_eq!(
+            req("spec.x", "In", &["a"]).validate("r", true)[0].field,
+            "r.key"
+        );
     }
 
     #[test]
     fn tolerations() {
-        let taint = Taint { key: "dedicated".into(), value: "db".into(), effect: "NoSchedule".into(), time_added: None };
-        let equal = Toleration { key: "dedicated".into(), value: "db".into(), ..Default::default() };
+        let taint = Taint {
+            key: "dedicated".into(),
+            value: "db".into(),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        };
+        let equal = Toleration {
+            key: "dedicated".into(),
+            value: "db".into(),
+            ..Default::default()
+        };
         assert!(equal.tolerates(&taint));
-        let exists_all = Toleration { operator: "Exists".into(), ..Default::default() };
+        let exists_all = Toleration {
+            operator: "Exists".into(),
+            ..Default::default()
+        };
         assert!(exists_all.tolerates(&taint));
-        let wrong_effect = Toleration { effect: "NoExecute".into(), ..exists_all.clone() };
+        let wrong_effect = Toleration {
+            effect: "NoExecute".into(),
+            ..exists_all.clone()
+        };
         assert!(!wrong_effect.tolerates(&taint));
 
-        let bad = Toleration { operator: "Exists".into(), value: "x".into(), toleration_seconds: Some(5), ..Default::default() };
+        let bad = Toleration {
+            operator: "Exists".into(),
+            value: "x".into(),
+            toleration_seconds: Some(5),
+            ..Default::default()
+        };
         let fields: Vec<String> = bad.validate("t").into_iter().map(|c| c.field).collect();
         assert_eq!(fields, ["t.operator", "t.effect"]);
-        let no_key = Toleration { value: "x".into(), ..Default::default() };
+        let no_key = Toleration {
+            value: "x".into(),
+            ..Default::default()
+        };
         assert_eq!(no_key.validate("t")[0].field, "t.operator");
     }
 }

@@ -74,11 +74,18 @@ pub(crate) fn not_found(path: &str, value: &str) -> Cause {
 /// The value is rendered as JSON, which reads naturally for strings, numbers and selectors.
 pub(crate) fn immutable(path: &str, value: &impl Serialize) -> Cause {
     let rendered = serde_json::to_string(value).unwrap_or_default();
-    Cause::invalid(path, format!("Invalid value: {rendered}: field is immutable"))
+    Cause::invalid(
+        path,
+        format!("Invalid value: {rendered}: field is immutable"),
+    )
 }
 
 pub(crate) fn required_msg(path: &str, detail: &str) -> Cause {
-    Cause::new("FieldValueRequired", path, format!("Required value: {detail}"))
+    Cause::new(
+        "FieldValueRequired",
+        path,
+        format!("Required value: {detail}"),
+    )
 }
 
 pub(crate) fn not_supported(path: &str, value: &str, supported: &[&str]) -> Option<Cause> {
@@ -114,10 +121,13 @@ pub fn iana_svc_name(value: &str) -> Result<(), String> {
         return Err(format!("must be no more than {MAX} characters"));
     }
     if value.is_empty()
-        || !value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        || !value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     {
-        return Err("must contain only lowercase alphanumeric characters or '-' (e.g. 'http')"
-            .into());
+        return Err(
+            "must contain only lowercase alphanumeric characters or '-' (e.g. 'http')".into(),
+        );
     }
     if value.starts_with('-') || value.ends_with('-') {
         return Err("must not begin or end with a hyphen".into());
@@ -137,11 +147,15 @@ pub fn env_var_name(value: &str) -> Result<(), String> {
     let first_ok = bytes
         .first()
         .is_some_and(|b| b.is_ascii_alphabetic() || matches!(b, b'-' | b'.' | b'_'));
-    let rest_ok = bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    let rest_ok = bytes
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
     if !(first_ok && rest_ok) {
-        return Err("a valid environment variable name must consist of alphabetic characters, \
+        return Err(
+            "a valid environment variable name must consist of alphabetic characters, \
                     digits, '_', '-', or '.', and must not start with a digit"
-            .into());
+                .into(),
+        );
     }
     if value == "." || value == ".." || value.starts_with("..") {
         return Err("must not be '.' or '..' and must not start with '..'".into());
@@ -182,10 +196,15 @@ pub(crate) fn check_unique<'a>(
 
 /// Parses `a.b.c.d/n` or an IPv6 CIDR; the prefix length must fit the address family.
 pub(crate) fn parse_cidr(value: &str) -> Result<(std::net::IpAddr, u8), String> {
-    let (addr, prefix) =
-        value.split_once('/').ok_or_else(|| "must be a valid CIDR (e.g. 10.0.0.0/24)".to_string())?;
-    let addr: std::net::IpAddr = addr.parse().map_err(|_| format!("{addr:?} is not an IP address"))?;
-    let prefix: u8 = prefix.parse().map_err(|_| format!("{prefix:?} is not a prefix length"))?;
+    let (addr, prefix) = value
+        .split_once('/')
+        .ok_or_else(|| "must be a valid CIDR (e.g. 10.0.0.0/24)".to_string())?;
+    let addr: std::net::IpAddr = addr
+        .parse()
+        .map_err(|_| format!("{addr:?} is not an IP address"))?;
+    let prefix: u8 = prefix
+        .parse()
+        .map_err(|_| format!("{prefix:?} is not a prefix length"))?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
     if prefix > max {
         return Err(format!("prefix length must be at most {max}"));

@@ -229,9 +229,13 @@ impl Container {
                 }
             }
         }
-        for probe in [&mut self.liveness_probe, &mut self.readiness_probe, &mut self.startup_probe]
-            .into_iter()
-            .flatten()
+        for probe in [
+            &mut self.liveness_probe,
+            &mut self.readiness_probe,
+            &mut self.startup_probe,
+        ]
+        .into_iter()
+        .flatten()
         {
             probe.apply_defaults();
         }
@@ -266,7 +270,10 @@ impl Container {
         }
         causes.extend(self.validate_ports(path));
         causes.extend(self.validate_env(path));
-        causes.extend(validate_resources(&self.resources, &format!("{path}.resources")));
+        causes.extend(validate_resources(
+            &self.resources,
+            &format!("{path}.resources"),
+        ));
         causes.extend(self.validate_probes(path, is_init));
         if let Some(sc) = &self.security_context {
             causes.extend(sc.validate(&format!("{path}.securityContext")));
@@ -283,21 +290,37 @@ impl Container {
             if !port.name.is_empty() {
                 match iana_svc_name(&port.name) {
                     Err(e) => causes.push(invalid_value(&format!("{at}.name"), &port.name, &e)),
-                    Ok(()) => causes.extend(check_unique(&mut names, &port.name, &format!("{at}.name"))),
+                    Ok(()) => {
+                        causes.extend(check_unique(&mut names, &port.name, &format!("{at}.name")))
+                    }
                 }
             }
-            causes.extend(validate_port_number(port.container_port, &format!("{at}.containerPort")));
+            causes.extend(validate_port_number(
+                port.container_port,
+                &format!("{at}.containerPort"),
+            ));
             if port.host_port != 0 {
-                causes.extend(validate_port_number(port.host_port, &format!("{at}.hostPort")));
+                causes.extend(validate_port_number(
+                    port.host_port,
+                    &format!("{at}.hostPort"),
+                ));
             }
             if port.protocol.is_empty() {
                 causes.push(Cause::required(format!("{at}.protocol")));
             } else {
-                causes.extend(not_supported(&format!("{at}.protocol"), &port.protocol, PROTOCOLS));
+                causes.extend(not_supported(
+                    &format!("{at}.protocol"),
+                    &port.protocol,
+                    PROTOCOLS,
+                ));
             }
             if !port.host_ip.is_empty() && port.host_ip.parse::<std::net::IpAddr>().is_err() {
                 let at = format!("{at}.hostIP");
-                causes.push(invalid_value(&at, &port.host_ip, "must be a valid IP address"));
+                causes.push(invalid_value(
+                    &at,
+                    &port.host_ip,
+                    "must be a valid IP address",
+                ));
             }
         }
         causes
@@ -312,14 +335,26 @@ impl Container {
             } else if let Err(e) = env_var_name(&env.name) {
                 causes.push(invalid_value(&format!("{at}.name"), &env.name, &e));
             }
-            let Some(from) = &env.value_from else { continue };
+            let Some(from) = &env.value_from else {
+                continue;
+            };
             let from_at = format!("{at}.valueFrom");
             if !env.value.is_empty() {
-                causes.push(invalid_value(&from_at, "", "may not be specified when `value` is not empty"));
+                causes.push(invalid_value(
+                    &from_at,
+                    "",
+                    "may not be specified when `value` is not empty",
+                ));
             }
             match &from.field_ref {
-                None => causes.push(invalid_value(&from_at, "", "must specify one of: `fieldRef`")),
-                Some(field) => causes.extend(validate_field_ref(field, &format!("{from_at}.fieldRef"))),
+                None => causes.push(invalid_value(
+                    &from_at,
+                    "",
+                    "must specify one of: `fieldRef`",
+                )),
+                Some(field) => {
+                    causes.extend(validate_field_ref(field, &format!("{from_at}.fieldRef")))
+                }
             }
         }
         causes
@@ -329,7 +364,11 @@ impl Container {
         let mut causes = Vec::new();
         let probes = [
             ("livenessProbe", &self.liveness_probe, ProbeKind::Liveness),
-            ("readinessProbe", &self.readiness_probe, ProbeKind::Readiness),
+            (
+                "readinessProbe",
+                &self.readiness_probe,
+                ProbeKind::Readiness,
+            ),
             ("startupProbe", &self.startup_probe, ProbeKind::Startup),
         ];
         for (field, probe, kind) in probes {
@@ -365,7 +404,11 @@ impl Container {
                 || mount.sub_path.split('/').any(|part| part == "..");
             if escapes {
                 let detail = "must be a relative path without '..'";
-                causes.push(invalid_value(&format!("{at}.subPath"), &mount.sub_path, detail));
+                causes.push(invalid_value(
+                    &format!("{at}.subPath"),
+                    &mount.sub_path,
+                    detail,
+                ));
             }
         }
         causes
@@ -375,7 +418,11 @@ impl Container {
 fn validate_field_ref(field: &ObjectFieldSelector, path: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
     if !field.api_version.is_empty() && field.api_version != "v1" {
-        causes.push(Cause::not_supported(format!("{path}.apiVersion"), &field.api_version, &["v1"]));
+        causes.push(Cause::not_supported(
+            format!("{path}.apiVersion"),
+            &field.api_version,
+            &["v1"],
+        ));
     }
     let at = format!("{path}.fieldPath");
     if field.field_path.is_empty() {
@@ -383,10 +430,12 @@ fn validate_field_ref(field: &ObjectFieldSelector, path: &str) -> Vec<Cause> {
         return causes;
     }
     // `metadata.labels['key']` reads a single label; the whole map is not an env value.
-    let subscripted = ["metadata.labels", "metadata.annotations"].iter().find_map(|prefix| {
-        let rest = field.field_path.strip_prefix(prefix)?;
-        rest.strip_prefix("['")?.strip_suffix("']")
-    });
+    let subscripted = ["metadata.labels", "metadata.annotations"]
+        .iter()
+        .find_map(|prefix| {
+            let rest = field.field_path.strip_prefix(prefix)?;
+            rest.strip_prefix("['")?.strip_suffix("']")
+        });
     match subscripted {
         Some(key) => {
             if let Err(e) = label_key(key) {
@@ -408,13 +457,18 @@ fn validate_resource_name(name: &str, path: &str) -> Option<Cause> {
         return label_key(name).err().map(|e| invalid_value(path, name, &e));
     }
     let standard = matches!(name, "cpu" | "memory" | "ephemeral-storage")
-        || name.strip_prefix("hugepages-").is_some_and(|size| !size.is_empty());
+        || name
+            .strip_prefix("hugepages-")
+            .is_some_and(|size| !size.is_empty());
     (!standard).then(|| invalid_value(path, name, "must be a standard resource for containers"))
 }
 
 pub(crate) fn validate_resources(resources: &ResourceRequirements, path: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
-    for (field, map) in [("limits", &resources.limits), ("requests", &resources.requests)] {
+    for (field, map) in [
+        ("limits", &resources.limits),
+        ("requests", &resources.requests),
+    ] {
         for (name, quantity) in map {
             let at = format!("{path}.{field}[{name}]");
             causes.extend(validate_resource_name(name, &at));
@@ -439,9 +493,17 @@ pub(crate) fn validate_resources(resources: &ResourceRequirements, path: &str) -
 impl SecurityContext {
     pub(crate) fn validate(&self, path: &str) -> Vec<Cause> {
         let mut causes = Vec::new();
-        for (field, id) in [("runAsUser", self.run_as_user), ("runAsGroup", self.run_as_group)] {
+        for (field, id) in [
+            ("runAsUser", self.run_as_user),
+            ("runAsGroup", self.run_as_group),
+        ] {
             if let Some(id) = id {
-                causes.extend(super::common::in_range(id, 0, i64::from(i32::MAX), &format!("{path}.{field}")));
+                causes.extend(super::common::in_range(
+                    id,
+                    0,
+                    i64::from(i32::MAX),
+                    &format!("{path}.{field}"),
+                ));
             }
         }
         if self.privileged == Some(true) && self.allow_privilege_escalation == Some(false) {
@@ -465,18 +527,30 @@ mod tests {
         assert_eq!(default_pull_policy("nginx:latest"), "Always");
         assert_eq!(default_pull_policy("nginx:1.25"), "IfNotPresent");
         assert_eq!(default_pull_policy("registry:5000/nginx"), "Always");
-        assert_eq!(default_pull_policy("registry:5000/nginx:1.25"), "IfNotPresent");
+        assert_eq!(
+            default_pull_policy("registry:5000/nginx:1.25"),
+            "IfNotPresent"
+        );
         assert_eq!(default_pull_policy("nginx@sha256:abcd"), "IfNotPresent");
         assert_eq!(default_pull_policy("nginx:latest@sha256:abcd"), "Always");
     }
 
     #[test]
     fn env_field_refs() {
-        let ok = ObjectFieldSelector { api_version: "v1".into(), field_path: "status.podIP".into() };
+        let ok = ObjectFieldSelector {
+            api_version: "v1".into(),
+            field_path: "status.podIP".into(),
+        };
         assert!(validate_field_ref(&ok, "f").is_empty());
-        let label = ObjectFieldSelector { field_path: "metadata.labels['app']".into(), ..ok.clone() };
+        let label = ObjectFieldSelector {
+            field_path: "metadata.labels['app']".into(),
+            ..ok.clone()
+        };
         assert!(validate_field_ref(&label, "f").is_empty());
-        let bad = ObjectFieldSelector { field_path: "spec.containers".into(), ..ok };
+        let bad = ObjectFieldSelector {
+            field_path: "spec.containers".into(),
+            ..ok
+        };
         assert_eq!(validate_field_ref(&bad, "f")[0].field, "f.fieldPath");
     }
 

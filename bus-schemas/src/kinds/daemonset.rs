@@ -109,7 +109,11 @@ impl DaemonSet {
         if let Some(limit) = spec.revision_history_limit {
             causes.extend(non_negative(limit, "spec.revisionHistoryLimit"));
         }
-        causes.extend(validate_selector(spec.selector.as_ref(), &spec.template, "spec"));
+        causes.extend(validate_selector(
+            spec.selector.as_ref(),
+            &spec.template,
+            "spec",
+        ));
         causes.extend(spec.template.validate("spec.template", &["Always"]));
 
         let strategy = &spec.update_strategy;
@@ -120,7 +124,10 @@ impl DaemonSet {
         if let Some(rolling) = &strategy.rolling_update {
             let at = "spec.updateStrategy.rollingUpdate";
             if strategy.type_ == "OnDelete" {
-                causes.push(forbidden(at, "may not be specified when strategy `type` is 'OnDelete'"));
+                causes.push(forbidden(
+                    at,
+                    "may not be specified when strategy `type` is 'OnDelete'",
+                ));
             } else {
                 let (unavailable, surge) =
                     (rolling.max_unavailable.as_ref(), rolling.max_surge.as_ref());
@@ -132,7 +139,9 @@ impl DaemonSet {
 
     fn validate_update_fields(&self, old: &Self) -> Vec<Cause> {
         let (new, old) = (self.spec.selector.as_ref(), old.spec.selector.as_ref());
-        validate_selector_unchanged(new, old, "spec").into_iter().collect()
+        validate_selector_unchanged(new, old, "spec")
+            .into_iter()
+            .collect()
     }
 
     fn default_fields(&mut self) {
@@ -141,7 +150,10 @@ impl DaemonSet {
             spec.update_strategy.type_ = "RollingUpdate".into();
         }
         if spec.update_strategy.type_ == "RollingUpdate" {
-            let rolling = spec.update_strategy.rolling_update.get_or_insert_with(Default::default);
+            let rolling = spec
+                .update_strategy
+                .rolling_update
+                .get_or_insert_with(Default::default);
             rolling.max_unavailable.get_or_insert(IntOrString::Int(1));
             rolling.max_surge.get_or_insert(IntOrString::Int(0));
         }

@@ -2,7 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{forbidden, invalid_value, is_default, is_false, is_zero_i32, is_zero_i64, non_negative, not_supported};
+use super::common::{
+    forbidden, invalid_value, is_default, is_false, is_zero_i32, is_zero_i64, non_negative,
+    not_supported,
+};
 use super::intstr::IntOrString;
 use super::template::{validate_selector, validate_selector_unchanged, PodTemplateSpec};
 use crate::meta::{Condition, ObjectMeta};
@@ -155,10 +158,18 @@ impl Deployment {
         if let Some(deadline) = spec.progress_deadline_seconds {
             let at = "spec.progressDeadlineSeconds";
             if deadline <= spec.min_ready_seconds {
-                causes.push(invalid_value(at, deadline, "must be greater than minReadySeconds"));
+                causes.push(invalid_value(
+                    at,
+                    deadline,
+                    "must be greater than minReadySeconds",
+                ));
             }
         }
-        causes.extend(validate_selector(spec.selector.as_ref(), &spec.template, "spec"));
+        causes.extend(validate_selector(
+            spec.selector.as_ref(),
+            &spec.template,
+            "spec",
+        ));
         causes.extend(spec.template.validate("spec.template", &["Always"]));
         causes.extend(validate_strategy(&spec.strategy));
         causes
@@ -166,7 +177,9 @@ impl Deployment {
 
     fn validate_update_fields(&self, old: &Self) -> Vec<Cause> {
         let (new, old) = (self.spec.selector.as_ref(), old.spec.selector.as_ref());
-        validate_selector_unchanged(new, old, "spec").into_iter().collect()
+        validate_selector_unchanged(new, old, "spec")
+            .into_iter()
+            .collect()
     }
 
     fn default_fields(&mut self) {
@@ -178,9 +191,16 @@ impl Deployment {
             spec.strategy.type_ = "RollingUpdate".into();
         }
         if spec.strategy.type_ == "RollingUpdate" {
-            let rolling = spec.strategy.rolling_update.get_or_insert_with(Default::default);
-            rolling.max_unavailable.get_or_insert_with(|| DEFAULT_MAX_UNAVAILABLE.into());
-            rolling.max_surge.get_or_insert_with(|| DEFAULT_MAX_SURGE.into());
+            let rolling = spec
+                .strategy
+                .rolling_update
+                .get_or_insert_with(Default::default);
+            rolling
+                .max_unavailable
+                .get_or_insert_with(|| DEFAULT_MAX_UNAVAILABLE.into());
+            rolling
+                .max_surge
+                .get_or_insert_with(|| DEFAULT_MAX_SURGE.into());
         }
         spec.template.apply_defaults();
     }
@@ -193,12 +213,21 @@ impl Deployment {
 fn validate_strategy(strategy: &DeploymentStrategy) -> Vec<Cause> {
     let mut causes = Vec::new();
     if !strategy.type_.is_empty() {
-        causes.extend(not_supported("spec.strategy.type", &strategy.type_, STRATEGY_TYPES));
+        causes.extend(not_supported(
+            "spec.strategy.type",
+            &strategy.type_,
+            STRATEGY_TYPES,
+        ));
     }
-    let Some(rolling) = &strategy.rolling_update else { return causes };
+    let Some(rolling) = &strategy.rolling_update else {
+        return causes;
+    };
     let at = "spec.strategy.rollingUpdate";
     if strategy.type_ == "Recreate" {
-        causes.push(forbidden(at, "may not be specified when strategy `type` is 'Recreate'"));
+        causes.push(forbidden(
+            at,
+            "may not be specified when strategy `type` is 'Recreate'",
+        ));
         return causes;
     }
     let (unavailable, surge) = (rolling.max_unavailable.as_ref(), rolling.max_surge.as_ref());
@@ -227,7 +256,11 @@ pub(crate) fn validate_rolling_budget(
     if let Some(unavailable) = max_unavailable.filter(|v| zero(v)) {
         if surge_zero {
             let detail = "may not be 0 when `maxSurge` is 0";
-            causes.push(invalid_value(&unavailable_at, unavailable.to_string(), detail));
+            causes.push(invalid_value(
+                &unavailable_at,
+                unavailable.to_string(),
+                detail,
+            ));
         }
     }
     causes

@@ -6,8 +6,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::common::{
-    check_unique, invalid_value, not_supported, required_msg, validate_port_number,
-    ObjectReference,
+    check_unique, invalid_value, not_supported, required_msg, validate_port_number, ObjectReference,
 };
 use super::container::PROTOCOLS;
 use crate::meta::ObjectMeta;
@@ -100,7 +99,11 @@ impl EndpointAddress {
         }
         if !self.hostname.is_empty() {
             if let Err(e) = dns1123_label(&self.hostname) {
-                causes.push(invalid_value(&format!("{path}.hostname"), &self.hostname, &e));
+                causes.push(invalid_value(
+                    &format!("{path}.hostname"),
+                    &self.hostname,
+                    &e,
+                ));
             }
         }
         if let Some(node) = self.node_name.as_deref().filter(|n| !n.is_empty()) {
@@ -122,7 +125,10 @@ impl Endpoints {
         let mut causes = Vec::new();
         for (s, subset) in self.subsets.iter().enumerate() {
             let at = format!("subsets[{s}]");
-            let lists = [("addresses", &subset.addresses), ("notReadyAddresses", &subset.not_ready_addresses)];
+            let lists = [
+                ("addresses", &subset.addresses),
+                ("notReadyAddresses", &subset.not_ready_addresses),
+            ];
             for (field, addresses) in lists {
                 for (i, address) in addresses.iter().enumerate() {
                     causes.extend(address.validate(&format!("{at}.{field}[{i}]")));
@@ -134,7 +140,10 @@ impl Endpoints {
                 let name_at = format!("{port_at}.name");
                 if port.name.is_empty() {
                     if subset.ports.len() > 1 {
-                        causes.push(required_msg(&name_at, "must be specified when there is more than one port"));
+                        causes.push(required_msg(
+                            &name_at,
+                            "must be specified when there is more than one port",
+                        ));
                     }
                 } else if let Err(e) = dns1123_label(&port.name) {
                     causes.push(invalid_value(&name_at, &port.name, &e));
@@ -145,7 +154,11 @@ impl Endpoints {
                 if port.protocol.is_empty() {
                     causes.push(Cause::required(format!("{port_at}.protocol")));
                 } else {
-                    causes.extend(not_supported(&format!("{port_at}.protocol"), &port.protocol, PROTOCOLS));
+                    causes.extend(not_supported(
+                        &format!("{port_at}.protocol"),
+                        &port.protocol,
+                        PROTOCOLS,
+                    ));
                 }
             }
         }

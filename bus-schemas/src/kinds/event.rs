@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{invalid_value, is_default, is_zero_i32, non_negative, not_supported, ObjectReference};
+use super::common::{
+    invalid_value, is_default, is_zero_i32, non_negative, not_supported, ObjectReference,
+};
 use crate::meta::{ObjectMeta, Time};
 use crate::resource::KindInfo;
 use crate::status::Cause;
@@ -87,7 +89,11 @@ impl Event {
         let involved_ns = &self.involved_object.namespace;
         if !involved_ns.is_empty() && *involved_ns != self.metadata.namespace {
             let detail = "does not match event.namespace";
-            causes.push(invalid_value("involvedObject.namespace", involved_ns, detail));
+            causes.push(invalid_value(
+                "involvedObject.namespace",
+                involved_ns,
+                detail,
+            ));
         }
         if self.involved_object.kind.is_empty() {
             causes.push(Cause::required("involvedObject.kind"));

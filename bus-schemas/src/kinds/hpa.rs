@@ -288,7 +288,13 @@ crate::spec_status_resource!(
     }
 );
 
-const METRIC_TYPES: &[&str] = &["Resource", "ContainerResource", "Pods", "Object", "External"];
+const METRIC_TYPES: &[&str] = &[
+    "Resource",
+    "ContainerResource",
+    "Pods",
+    "Object",
+    "External",
+];
 const SELECT_POLICIES: &[&str] = &["Max", "Min", "Disabled"];
 const POLICY_TYPES: &[&str] = &["Pods", "Percent"];
 /// Kubernetes' default when an HPA names no metric: 80% average CPU utilization.
@@ -297,7 +303,11 @@ const MAX_STABILIZATION_WINDOW_SECONDS: i32 = 3600;
 const MAX_PERIOD_SECONDS: i32 = 1800;
 
 fn scale_up_default() -> HpaScalingRules {
-    let policy = |type_: &str, value| HpaScalingPolicy { type_: type_.into(), value, period_seconds: 15 };
+    let policy = |type_: &str, value| HpaScalingPolicy {
+        type_: type_.into(),
+        value,
+        period_seconds: 15,
+    };
     HpaScalingRules {
         stabilization_window_seconds: Some(0),
         select_policy: "Max".into(),
@@ -310,7 +320,11 @@ fn scale_down_default() -> HpaScalingRules {
         // Left unset so the controller's own default (300s) applies, as in Kubernetes.
         stabilization_window_seconds: None,
         select_policy: "Max".into(),
-        policies: vec![HpaScalingPolicy { type_: "Percent".into(), value: 100, period_seconds: 15 }],
+        policies: vec![HpaScalingPolicy {
+            type_: "Percent".into(),
+            value: 100,
+            period_seconds: 15,
+        }],
     }
 }
 
@@ -344,15 +358,23 @@ impl MetricTarget {
             return causes;
         }
         let positive = |q: &Option<Quantity>, field: &str, causes: &mut Vec<Cause>| match q {
-            None => causes.push(required_msg(&format!("{path}.{field}"), &format!("must be set when type is {}", self.type_))),
-            Some(q) if q.milli_value() <= 0 => {
-                causes.push(invalid_value(&format!("{path}.{field}"), q.to_string(), "must be positive"))
-            }
+            None => causes.push(required_msg(
+                &format!("{path}.{field}"),
+                &format!("must be set when type is {}", self.type_),
+            )),
+            Some(q) if q.milli_value() <= 0 => causes.push(invalid_value(
+                &format!("{path}.{field}"),
+                q.to_string(),
+                "must be positive",
+            )),
             Some(_) => {}
         };
         match self.type_.as_str() {
             "Utilization" => match self.average_utilization {
-                None => causes.push(required_msg(&format!("{path}.averageUtilization"), "must be set when type is Utilization")),
+                None => causes.push(required_msg(
+                    &format!("{path}.averageUtilization"),
+                    "must be set when type is Utilization",
+                )),
                 Some(v) => causes.extend(at_least(v, 1, &format!("{path}.averageUtilization"))),
             },
             "Value" => positive(&self.value, "value", &mut causes),
@@ -373,7 +395,11 @@ impl MetricSpec {
         }
         let set = [
             ("Resource", "resource", self.resource.is_some()),
-            ("ContainerResource", "containerResource", self.container_resource.is_some()),
+            (
+                "ContainerResource",
+                "containerResource",
+                self.container_resource.is_some(),
+            ),
             ("Pods", "pods", self.pods.is_some()),
             ("Object", "object", self.object.is_some()),
             ("External", "external", self.external.is_some()),
@@ -381,7 +407,10 @@ impl MetricSpec {
         for (type_, field, present) in set {
             let at = format!("{path}.{field}");
             if type_ == self.type_ && !present {
-                causes.push(required_msg(&at, "must populate information for the given metric source"));
+                causes.push(required_msg(
+                    &at,
+                    "must populate information for the given metric source",
+                ));
             } else if type_ != self.type_ && present {
                 causes.push(forbidden(&at, "must populate the given metric source only"));
             }
@@ -392,7 +421,10 @@ impl MetricSpec {
             if src.name.is_empty() {
                 causes.push(Cause::required(format!("{at}.name")));
             }
-            causes.extend(src.target.validate(&format!("{at}.target"), &resource_targets));
+            causes.extend(
+                src.target
+                    .validate(&format!("{at}.target"), &resource_targets),
+            );
         }
         if let Some(src) = &self.container_resource {
             let at = format!("{path}.containerResource");
@@ -401,23 +433,38 @@ impl MetricSpec {
                     causes.push(Cause::required(format!("{at}.{field}")));
                 }
             }
-            causes.extend(src.target.validate(&format!("{at}.target"), &resource_targets));
+            causes.extend(
+                src.target
+                    .validate(&format!("{at}.target"), &resource_targets),
+            );
         }
         if let Some(src) = &self.pods {
             let at = format!("{path}.pods");
             causes.extend(src.metric.validate(&format!("{at}.metric")));
-            causes.extend(src.target.validate(&format!("{at}.target"), &["AverageValue"]));
+            causes.extend(
+                src.target
+                    .validate(&format!("{at}.target"), &["AverageValue"]),
+            );
         }
         if let Some(src) = &self.object {
             let at = format!("{path}.object");
-            causes.extend(src.described_object.validate(&format!("{at}.describedObject")));
+            causes.extend(
+                src.described_object
+                    .validate(&format!("{at}.describedObject")),
+            );
             causes.extend(src.metric.validate(&format!("{at}.metric")));
-            causes.extend(src.target.validate(&format!("{at}.target"), &["Value", "AverageValue"]));
+            causes.extend(
+                src.target
+                    .validate(&format!("{at}.target"), &["Value", "AverageValue"]),
+            );
         }
         if let Some(src) = &self.external {
             let at = format!("{path}.external");
             causes.extend(src.metric.validate(&format!("{at}.metric")));
-            causes.extend(src.target.validate(&format!("{at}.target"), &["Value", "AverageValue"]));
+            causes.extend(
+                src.target
+                    .validate(&format!("{at}.target"), &["Value", "AverageValue"]),
+            );
         }
         causes
     }
@@ -444,7 +491,11 @@ impl CrossVersionObjectReference {
             if value.is_empty() {
                 causes.push(Cause::required(at));
             } else if value.contains('/') || value.contains('%') || value == "." || value == ".." {
-                causes.push(invalid_value(&at, value, "may not contain '/' or '%', or be '.' or '..'"));
+                causes.push(invalid_value(
+                    &at,
+                    value,
+                    "may not contain '/' or '%', or be '.' or '..'",
+                ));
             }
         }
         causes
@@ -459,16 +510,32 @@ impl HpaScalingRules {
             causes.extend(in_range(window, 0, MAX_STABILIZATION_WINDOW_SECONDS, &at));
         }
         if !self.select_policy.is_empty() {
-            causes.extend(not_supported(&format!("{path}.selectPolicy"), &self.select_policy, SELECT_POLICIES));
+            causes.extend(not_supported(
+                &format!("{path}.selectPolicy"),
+                &self.select_policy,
+                SELECT_POLICIES,
+            ));
         }
         if self.policies.is_empty() {
-            causes.push(required_msg(&format!("{path}.policies"), "must specify at least one Policy"));
+            causes.push(required_msg(
+                &format!("{path}.policies"),
+                "must specify at least one Policy",
+            ));
         }
         for (i, policy) in self.policies.iter().enumerate() {
             let at = format!("{path}.policies[{i}]");
-            causes.extend(not_supported(&format!("{at}.type"), &policy.type_, POLICY_TYPES));
+            causes.extend(not_supported(
+                &format!("{at}.type"),
+                &policy.type_,
+                POLICY_TYPES,
+            ));
             causes.extend(at_least(policy.value, 1, &format!("{at}.value")));
-            causes.extend(in_range(policy.period_seconds, 1, MAX_PERIOD_SECONDS, &format!("{at}.periodSeconds")));
+            causes.extend(in_range(
+                policy.period_seconds,
+                1,
+                MAX_PERIOD_SECONDS,
+                &format!("{at}.periodSeconds"),
+            ));
         }
         causes
     }
@@ -487,7 +554,11 @@ impl HorizontalPodAutoscaler {
             causes.extend(at_least(min, 1, "spec.minReplicas"));
         }
         if spec.max_replicas < 1 {
-            causes.push(invalid_value("spec.maxReplicas", spec.max_replicas, "must be greater than 0"));
+            causes.push(invalid_value(
+                "spec.maxReplicas",
+                spec.max_replicas,
+                "must be greater than 0",
+            ));
         } else if spec.max_replicas < self.min_replicas() {
             let detail = "must be greater than or equal to `minReplicas`";
             causes.push(invalid_value("spec.maxReplicas", spec.max_replicas, detail));

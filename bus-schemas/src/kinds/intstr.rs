@@ -80,12 +80,15 @@ impl IntOrString {
         match self {
             IntOrString::Int(v) => Ok(*v),
             IntOrString::String(s) => {
-                let pct = self
-                    .percent()
-                    .ok_or_else(|| format!("invalid value {s:?}: must be an integer or a percentage"))?;
+                let pct = self.percent().ok_or_else(|| {
+                    format!("invalid value {s:?}: must be an integer or a percentage")
+                })?;
                 let product = i64::from(pct) * i64::from(total);
-                let scaled =
-                    if round_up { (product + 99).div_euclid(100) } else { product.div_euclid(100) };
+                let scaled = if round_up {
+                    (product + 99).div_euclid(100)
+                } else {
+                    product.div_euclid(100)
+                };
                 i32::try_from(scaled).map_err(|_| format!("{s} of {total} overflows"))
             }
         }
@@ -94,7 +97,9 @@ impl IntOrString {
     /// Validates a port given by number (1-65535) or by name (an IANA service name).
     pub fn validate_port(&self, path: &str) -> Vec<Cause> {
         match self {
-            IntOrString::Int(v) => super::common::validate_port_number(*v, path).into_iter().collect(),
+            IntOrString::Int(v) => super::common::validate_port_number(*v, path)
+                .into_iter()
+                .collect(),
             IntOrString::String(s) if s.is_empty() => vec![Cause::required(path)],
             IntOrString::String(s) => match iana_svc_name(s) {
                 Ok(()) => Vec::new(),
@@ -139,13 +144,22 @@ mod tests {
 
     #[test]
     fn encodes_untagged() {
-        assert_eq!(serde_json::to_value(IntOrString::Int(80)).ok(), Some(serde_json::json!(80)));
+        assert_eq!(
+            serde_json::to_value(IntOrString::Int(80)).ok(),
+            Some(serde_json::json!(80))
+        );
         let parsed: IntOrString = serde_json::from_value(serde_json::json!("http")).unwrap();
         assert_eq!(parsed, IntOrString::from("http"));
         let bytes = crate::codec::to_msgpack(&IntOrString::from("25%")).unwrap();
-        assert_eq!(crate::codec::from_msgpack::<IntOrString>(&bytes).unwrap(), "25%".into());
+        assert_eq!(
+            crate::codec::from_msgpack::<IntOrString>(&bytes).unwrap(),
+            "25%".into()
+        );
         let bytes = crate::codec::to_msgpack(&IntOrString::Int(8080)).unwrap();
-        assert_eq!(crate::codec::from_msgpack::<IntOrString>(&bytes).unwrap(), 8080.into());
+        assert_eq!(
+            crate::codec::from_msgpack::<IntOrString>(&bytes).unwrap(),
+            8080.into()
+        );
     }
 
     #[test]
@@ -154,9 +168,17 @@ mod tests {
         assert_eq!(IntOrString::Int(0).validate_port("p")[0].field, "p");
         assert!(IntOrString::from("http").validate_port("p").is_empty());
         assert!(!IntOrString::from("HTTP").validate_port("p").is_empty());
-        assert!(IntOrString::from("50%").validate_int_or_percent("p", true).is_empty());
-        assert!(!IntOrString::from("150%").validate_int_or_percent("p", true).is_empty());
-        assert!(IntOrString::from("150%").validate_int_or_percent("p", false).is_empty());
-        assert!(!IntOrString::Int(-1).validate_int_or_percent("p", false).is_empty());
+        assert!(IntOrString::from("50%")
+            .validate_int_or_percent("p", true)
+            .is_empty());
+        assert!(!IntOrString::from("150%")
+            .validate_int_or_percent("p", true)
+            .is_empty());
+        assert!(IntOrString::from("150%")
+            .validate_int_or_percent("p", false)
+            .is_empty());
+        assert!(!IntOrString::Int(-1)
+            .validate_int_or_percent("p", false)
+            .is_empty());
     }
 }

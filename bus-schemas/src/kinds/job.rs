@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{immutable, invalid_value, is_zero_i32, non_negative, not_supported, required_msg};
+use super::common::{
+    immutable, invalid_value, is_zero_i32, non_negative, not_supported, required_msg,
+};
 use super::template::{validate_selector, validate_selector_unchanged, PodTemplateSpec};
 use crate::meta::{find_condition, Condition, ObjectMeta, Time};
 use crate::resource::KindInfo;
@@ -98,9 +100,9 @@ pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 impl Job {
     /// Complete or Failed: the Job will start no more pods.
     pub fn is_finished(&self) -> bool {
-        ["Complete", "Failed"].iter().any(|t| {
-            find_condition(&self.status.conditions, t).is_some_and(Condition::is_true)
-        })
+        ["Complete", "Failed"]
+            .iter()
+            .any(|t| find_condition(&self.status.conditions, t).is_some_and(Condition::is_true))
     }
 
     pub fn is_suspended(&self) -> bool {
@@ -111,7 +113,8 @@ impl Job {
     /// generateSelector). Needs the uid, so it waits until the API has assigned one.
     fn generate_selector(&mut self) {
         let uid = &self.metadata.uid;
-        if self.spec.manual_selector == Some(true) || self.spec.selector.is_some() || uid.is_empty() {
+        if self.spec.manual_selector == Some(true) || self.spec.selector.is_some() || uid.is_empty()
+        {
             return;
         }
         let labels = &mut self.spec.template.metadata.labels;
@@ -119,10 +122,14 @@ impl Job {
             labels.entry(key.into()).or_insert_with(|| uid.clone());
         }
         for key in [JOB_NAME_LABEL, "job-name"] {
-            labels.entry(key.into()).or_insert_with(|| self.metadata.name.clone());
+            labels
+                .entry(key.into())
+                .or_insert_with(|| self.metadata.name.clone());
         }
         let mut selector = LabelSelector::default();
-        selector.match_labels.insert(CONTROLLER_UID_LABEL.into(), uid.clone());
+        selector
+            .match_labels
+            .insert(CONTROLLER_UID_LABEL.into(), uid.clone());
         self.spec.selector = Some(selector);
     }
 
@@ -133,7 +140,10 @@ impl Job {
             ("spec.parallelism", spec.parallelism),
             ("spec.completions", spec.completions),
             ("spec.backoffLimit", spec.backoff_limit),
-            ("spec.ttlSecondsAfterFinished", spec.ttl_seconds_after_finished),
+            (
+                "spec.ttlSecondsAfterFinished",
+                spec.ttl_seconds_after_finished,
+            ),
         ];
         for (at, value) in counts {
             causes.extend(value.and_then(|v| non_negative(v, at)));
@@ -146,12 +156,22 @@ impl Job {
             causes.extend(not_supported(at, &spec.completion_mode, COMPLETION_MODES));
         }
         if spec.completion_mode == "Indexed" && spec.completions.is_none() {
-            causes.push(required_msg("spec.completions", "when completion mode is Indexed"));
+            causes.push(required_msg(
+                "spec.completions",
+                "when completion mode is Indexed",
+            ));
         }
         if spec.manual_selector == Some(true) || spec.selector.is_some() {
-            causes.extend(validate_selector(spec.selector.as_ref(), &spec.template, "spec"));
+            causes.extend(validate_selector(
+                spec.selector.as_ref(),
+                &spec.template,
+                "spec",
+            ));
         }
-        causes.extend(spec.template.validate("spec.template", &["OnFailure", "Never"]));
+        causes.extend(
+            spec.template
+                .validate("spec.template", &["OnFailure", "Never"]),
+        );
         causes
     }
 
@@ -169,7 +189,11 @@ impl Job {
         }
         if new.template != before.template {
             // The whole template would make an unreadable message; the path says enough.
-            causes.push(invalid_value("spec.template", "{...}", "field is immutable"));
+            causes.push(invalid_value(
+                "spec.template",
+                "{...}",
+                "field is immutable",
+            ));
         }
         causes
     }

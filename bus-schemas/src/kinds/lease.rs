@@ -52,7 +52,7 @@ crate::spec_status_resource!(
         plural: "leases",
         short_names: &[],
         namespaced: true,
-        has_status: true,
+        has_status: false,
     }
 );
 
@@ -66,7 +66,11 @@ impl Lease {
 
     /// Whether a candidate may take the lease at `now`: nobody holds it, or it lapsed.
     pub fn is_available(&self, now: Time) -> bool {
-        let held = self.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty());
+        let held = self
+            .spec
+            .holder_identity
+            .as_deref()
+            .is_some_and(|h| !h.is_empty());
         !held || self.expires_at().is_none_or(|t| t <= now)
     }
 

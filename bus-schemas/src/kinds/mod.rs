@@ -83,19 +83,58 @@ macro_rules! with_kind {
     ($kind:expr, $K:ident => $body:expr, _ => $otherwise:expr) => {{
         use $crate::kinds as __k;
         match $kind {
-            "Namespace" => { type $K = __k::Namespace; $body }
-            "Node" => { type $K = __k::Node; $body }
-            "Pod" => { type $K = __k::Pod; $body }
-            "ReplicaSet" => { type $K = __k::ReplicaSet; $body }
-            "Deployment" => { type $K = __k::Deployment; $body }
-            "DaemonSet" => { type $K = __k::DaemonSet; $body }
-            "Job" => { type $K = __k::Job; $body }
-            "Service" => { type $K = __k::Service; $body }
-            "Endpoints" => { type $K = __k::Endpoints; $body }
-            "Event" => { type $K = __k::Event; $body }
-            "HorizontalPodAutoscaler" => { type $K = __k::HorizontalPodAutoscaler; $body }
-            "Lease" => { type $K = __k::Lease; $body }
-            "PriorityClass" => { type $K = __k::PriorityClass; $body }
+            "Namespace" => {
+                type $K = __k::Namespace;
+                $body
+            }
+            "Node" => {
+                type $K = __k::Node;
+                $body
+            }
+            "Pod" => {
+                type $K = __k::Pod;
+                $body
+            }
+            "ReplicaSet" => {
+                type $K = __k::ReplicaSet;
+                $body
+            }
+            "Deployment" => {
+                type $K = __k::Deployment;
+                $body
+            }
+            "DaemonSet" => {
+                type $K = __k::DaemonSet;
+                $body
+            }
+            "Job" => {
+                type $K = __k::Job;
+                $body
+            }
+            "Service" => {
+                type $K = __k::Service;
+                $body
+            }
+            "Endpoints" => {
+                type $K = __k::Endpoints;
+                $body
+            }
+            "Event" => {
+                type $K = __k::Event;
+                $body
+            }
+            "HorizontalPodAutoscaler" => {
+                type $K = __k::HorizontalPodAutoscaler;
+                $body
+            }
+            "Lease" => {
+                type $K = __k::Lease;
+                $body
+            }
+            "PriorityClass" => {
+                type $K = __k::PriorityClass;
+                $body
+            }
             _ => $otherwise,
         }
     }};
@@ -108,7 +147,8 @@ mod tests {
     #[test]
     fn every_kind_dispatches_to_itself() {
         for info in KINDS {
-            let found = with_kind!(info.kind, K => K::INFO, _ => panic!("{} not dispatched", info.kind));
+            let found =
+                with_kind!(info.kind, K => K::INFO, _ => panic!("{} not dispatched", info.kind));
             assert_eq!(&found, info);
             assert_eq!(by_token(&info.token()), Some(info));
         }
@@ -117,10 +157,21 @@ mod tests {
     #[test]
     fn kubectl_names_resolve() {
         for (name, kind) in [
-            ("po", "Pod"), ("pods", "Pod"), ("Pod", "Pod"), ("deploy", "Deployment"),
-            ("rs", "ReplicaSet"), ("ds", "DaemonSet"), ("svc", "Service"), ("ns", "Namespace"),
-            ("no", "Node"), ("ep", "Endpoints"), ("hpa", "HorizontalPodAutoscaler"),
-            ("ev", "Event"), ("pc", "PriorityClass"), ("jobs", "Job"), ("leases", "Lease"),
+            ("po", "Pod"),
+            ("pods", "Pod"),
+            ("Pod", "Pod"),
+            ("deploy", "Deployment"),
+            ("rs", "ReplicaSet"),
+            ("ds", "DaemonSet"),
+            ("svc", "Service"),
+            ("ns", "Namespace"),
+            ("no", "Node"),
+            ("ep", "Endpoints"),
+            ("hpa", "HorizontalPodAutoscaler"),
+            ("ev", "Event"),
+            ("pc", "PriorityClass"),
+            ("jobs", "Job"),
+            ("leases", "Lease"),
         ] {
             assert_eq!(lookup(name).map(|k| k.kind), Some(kind), "{name}");
         }

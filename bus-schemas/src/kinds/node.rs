@@ -34,7 +34,11 @@ pub struct NodeSpec {
     pub pod_cidr: String,
     #[serde(default, rename = "podCIDRs", skip_serializing_if = "Vec::is_empty")]
     pub pod_cidrs: Vec<String>,
-    #[serde(default, rename = "providerID", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub provider_id: String,
     /// Cordoned: the scheduler places no new pods here.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -107,9 +111,17 @@ pub struct DaemonEndpoint {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSystemInfo {
-    #[serde(default, rename = "machineID", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "machineID",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub machine_id: String,
-    #[serde(default, rename = "systemUUID", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "systemUUID",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub system_uuid: String,
     #[serde(default, rename = "bootID", skip_serializing_if = "String::is_empty")]
     pub boot_id: String,
@@ -149,7 +161,13 @@ crate::spec_status_resource!(
     }
 );
 
-const ADDRESS_TYPES: &[&str] = &["Hostname", "InternalIP", "ExternalIP", "InternalDNS", "ExternalDNS"];
+const ADDRESS_TYPES: &[&str] = &[
+    "Hostname",
+    "InternalIP",
+    "ExternalIP",
+    "InternalDNS",
+    "ExternalDNS",
+];
 
 impl Node {
     /// The Ready condition is True: the node agent is healthy and heartbeating.
@@ -164,7 +182,11 @@ impl Node {
 
     /// The first address of a type (`InternalIP`, `Hostname`, …).
     pub fn address(&self, type_: &str) -> Option<&str> {
-        self.status.addresses.iter().find(|a| a.type_ == type_).map(|a| a.address.as_str())
+        self.status
+            .addresses
+            .iter()
+            .find(|a| a.type_ == type_)
+            .map(|a| a.address.as_str())
     }
 
     fn validate_fields(&self) -> Vec<Cause> {
@@ -183,7 +205,11 @@ impl Node {
             if taint.effect.is_empty() {
                 causes.push(Cause::required(format!("{at}.effect")));
             } else {
-                causes.extend(not_supported(&format!("{at}.effect"), &taint.effect, TAINT_EFFECTS));
+                causes.extend(not_supported(
+                    &format!("{at}.effect"),
+                    &taint.effect,
+                    TAINT_EFFECTS,
+                ));
             }
             // A key may carry several effects, but each (key, effect) only once.
             if !seen.insert((taint.key.as_str(), taint.effect.as_str())) {

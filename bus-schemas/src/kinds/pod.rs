@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::common::{is_default, is_zero_i64};
 pub use super::pod_spec::PodSpec;
-use super::common::{is_zero_i64, is_default};
 use crate::meta::{find_condition, Condition, ObjectMeta, Time};
 use crate::quantity::Quantity;
 use crate::resource::KindInfo;
@@ -87,7 +87,11 @@ pub struct ContainerStatus {
     pub image: String,
     #[serde(default, rename = "imageID", skip_serializing_if = "String::is_empty")]
     pub image_id: String,
-    #[serde(default, rename = "containerID", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "containerID",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub container_id: String,
     /// Whether the startup probe passed (or there is none and the container runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -138,7 +142,11 @@ pub struct ContainerStateTerminated {
     pub started_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Time>,
-    #[serde(default, rename = "containerID", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "containerID",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub container_id: String,
 }
 
@@ -163,7 +171,10 @@ pub const PHASE_FAILED: &str = "Failed";
 const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
 
 fn add_quantity(total: &mut BTreeMap<String, Quantity>, name: &str, q: &Quantity) {
-    total.entry(name.to_string()).and_modify(|sum| *sum += *q).or_insert(*q);
+    total
+        .entry(name.to_string())
+        .and_modify(|sum| *sum += *q)
+        .or_insert(*q);
 }
 
 impl Pod {
@@ -211,7 +222,12 @@ impl Pod {
         let mut requests = BTreeMap::new();
         let mut limits = BTreeMap::new();
         let mut guaranteed = true;
-        for container in self.spec.init_containers.iter().chain(&self.spec.containers) {
+        for container in self
+            .spec
+            .init_containers
+            .iter()
+            .chain(&self.spec.containers)
+        {
             let res = &container.resources;
             for name in QOS_RESOURCES {
                 if let Some(q) = res.requests.get(name).filter(|q| q.milli_value() != 0) {
@@ -245,7 +261,11 @@ impl Pod {
         self.spec.apply_defaults();
         // A limit without a request means "exactly this much" (Kubernetes' SetDefaults_Pod);
         // only Pods get this, templates stay as written.
-        for container in self.spec.init_containers.iter_mut().chain(self.spec.containers.iter_mut())
+        for container in self
+            .spec
+            .init_containers
+            .iter_mut()
+            .chain(self.spec.containers.iter_mut())
         {
             let res = &mut container.resources;
             for (name, limit) in &res.limits {

@@ -148,10 +148,18 @@ impl Volume {
         if let Some(dir) = &self.empty_dir {
             sources += 1;
             let at = format!("{path}.emptyDir");
-            causes.extend(not_supported(&format!("{at}.medium"), &dir.medium, &["", "Memory"]));
+            causes.extend(not_supported(
+                &format!("{at}.medium"),
+                &dir.medium,
+                &["", "Memory"],
+            ));
             if let Some(limit) = dir.size_limit.as_ref().filter(|q| q.milli_value() < 0) {
                 let detail = "must be greater than or equal to 0";
-                causes.push(invalid_value(&format!("{at}.sizeLimit"), limit.to_string(), detail));
+                causes.push(invalid_value(
+                    &format!("{at}.sizeLimit"),
+                    limit.to_string(),
+                    detail,
+                ));
             }
         }
         if let Some(host) = &self.host_path {
@@ -163,12 +171,23 @@ impl Volume {
             if host.path.is_empty() {
                 causes.push(Cause::required(format!("{at}.path")));
             } else if host.path.split('/').any(|part| part == "..") {
-                causes.push(invalid_value(&format!("{at}.path"), &host.path, "must not contain '..'"));
+                causes.push(invalid_value(
+                    &format!("{at}.path"),
+                    &host.path,
+                    "must not contain '..'",
+                ));
             }
-            causes.extend(not_supported(&format!("{at}.type"), &host.type_, HOST_PATH_TYPES));
+            causes.extend(not_supported(
+                &format!("{at}.type"),
+                &host.type_,
+                HOST_PATH_TYPES,
+            ));
         }
         if sources == 0 {
-            causes.push(super::common::required_msg(path, "must specify a volume type"));
+            causes.push(super::common::required_msg(
+                path,
+                "must specify a volume type",
+            ));
         }
         causes
     }
@@ -211,7 +230,11 @@ impl PodSpec {
             self.termination_grace_period_seconds = Some(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS);
         }
         let host_network = self.host_network;
-        for container in self.init_containers.iter_mut().chain(self.containers.iter_mut()) {
+        for container in self
+            .init_containers
+            .iter_mut()
+            .chain(self.containers.iter_mut())
+        {
             container.apply_defaults(host_network);
         }
         for volume in &mut self.volumes {
@@ -230,7 +253,11 @@ impl PodSpec {
             let at = format!("{path}.volumes[{i}]");
             causes.extend(volume.validate(&at));
             if !volume.name.is_empty() {
-                causes.extend(check_unique(&mut volume_names, &volume.name, &format!("{at}.name")));
+                causes.extend(check_unique(
+                    &mut volume_names,
+                    &volume.name,
+                    &format!("{at}.name"),
+                ));
             }
         }
 
@@ -239,14 +266,21 @@ impl PodSpec {
         }
         // Names are unique across init and app containers: logs and statuses are keyed by them.
         let mut container_names = BTreeSet::new();
-        let all = [("initContainers", &self.init_containers, true), ("containers", &self.containers, false)];
+        let all = [
+            ("initContainers", &self.init_containers, true),
+            ("containers", &self.containers, false),
+        ];
         for (field, containers, is_init) in all {
             for (i, container) in containers.iter().enumerate() {
                 let at = format!("{path}.{field}[{i}]");
                 causes.extend(container.validate(&at, &volume_names, is_init));
                 if !container.name.is_empty() {
                     let name_at = format!("{at}.name");
-                    causes.extend(check_unique(&mut container_names, &container.name, &name_at));
+                    causes.extend(check_unique(
+                        &mut container_names,
+                        &container.name,
+                        &name_at,
+                    ));
                 }
             }
         }
@@ -259,20 +293,34 @@ impl PodSpec {
             causes.extend(not_supported(&at, &self.restart_policy, RESTART_POLICIES));
         }
         if !self.dns_policy.is_empty() {
-            causes.extend(not_supported(&format!("{path}.dnsPolicy"), &self.dns_policy, DNS_POLICIES));
+            causes.extend(not_supported(
+                &format!("{path}.dnsPolicy"),
+                &self.dns_policy,
+                DNS_POLICIES,
+            ));
         }
         if !self.preemption_policy.is_empty() {
             let at = format!("{path}.preemptionPolicy");
-            causes.extend(not_supported(&at, &self.preemption_policy, PREEMPTION_POLICIES));
+            causes.extend(not_supported(
+                &at,
+                &self.preemption_policy,
+                PREEMPTION_POLICIES,
+            ));
         }
         if let Some(grace) = self.termination_grace_period_seconds {
-            causes.extend(non_negative(grace, &format!("{path}.terminationGracePeriodSeconds")));
+            causes.extend(non_negative(
+                grace,
+                &format!("{path}.terminationGracePeriodSeconds"),
+            ));
         }
         if let Some(deadline) = self.active_deadline_seconds {
             let at = format!("{path}.activeDeadlineSeconds");
             causes.extend(in_range(deadline, 1, i64::from(i32::MAX), &at));
         }
-        causes.extend(validate_label_map(&self.node_selector, &format!("{path}.nodeSelector")));
+        causes.extend(validate_label_map(
+            &self.node_selector,
+            &format!("{path}.nodeSelector"),
+        ));
         causes.extend(self.validate_names(path));
         if let Some(affinity) = &self.affinity {
             causes.extend(affinity.validate(&format!("{path}.affinity")));
@@ -293,9 +341,17 @@ impl PodSpec {
             ("hostname", &self.hostname, dns1123_label),
             ("subdomain", &self.subdomain, dns1123_label),
             ("nodeName", &self.node_name, dns1123_subdomain),
-            ("serviceAccountName", &self.service_account_name, dns1123_subdomain),
+            (
+                "serviceAccountName",
+                &self.service_account_name,
+                dns1123_subdomain,
+            ),
             ("schedulerName", &self.scheduler_name, dns1123_subdomain),
-            ("priorityClassName", &self.priority_class_name, dns1123_subdomain),
+            (
+                "priorityClassName",
+                &self.priority_class_name,
+                dns1123_subdomain,
+            ),
         ];
         for (field, value, check) in names {
             if !value.is_empty() {
@@ -316,7 +372,11 @@ impl PodSpec {
                 if port.host_port == 0 {
                     continue;
                 }
-                let key = (port.host_port, port.protocol.as_str(), port.host_ip.as_str());
+                let key = (
+                    port.host_port,
+                    port.protocol.as_str(),
+                    port.host_ip.as_str(),
+                );
                 if !seen.insert(key) {
                     let at = format!("{path}.containers[{c}].ports[{p}].hostPort");
                     let value = format!("{}/{}", port.host_port, port.protocol);
@@ -371,7 +431,10 @@ impl PodSpec {
         if old.node_name.is_empty() {
             masked.node_name.clone_from(&old.node_name);
         } else if self.node_name != old.node_name {
-            causes.push(super::common::immutable(&format!("{path}.nodeName"), &self.node_name));
+            causes.push(super::common::immutable(
+                &format!("{path}.nodeName"),
+                &self.node_name,
+            ));
             masked.node_name.clone_from(&old.node_name);
         }
 

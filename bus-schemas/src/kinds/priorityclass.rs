@@ -45,8 +45,10 @@ crate::body_resource!(
 pub const HIGHEST_USER_DEFINABLE_PRIORITY: i32 = 1_000_000_000;
 pub const SYSTEM_PRIORITY_CLASS_PREFIX: &str = "system-";
 /// The classes Shoal creates itself, with their values (as in Kubernetes).
-pub const SYSTEM_PRIORITY_CLASSES: &[(&str, i32)] =
-    &[("system-cluster-critical", 2_000_000_000), ("system-node-critical", 2_000_001_000)];
+pub const SYSTEM_PRIORITY_CLASSES: &[(&str, i32)] = &[
+    ("system-cluster-critical", 2_000_000_000),
+    ("system-node-critical", 2_000_001_000),
+];
 const PREEMPTION_POLICIES: &[&str] = &["PreemptLowerPriority", "Never"];
 
 impl PriorityClass {
@@ -54,7 +56,9 @@ impl PriorityClass {
         let mut causes = Vec::new();
         let name = &self.metadata.name;
         if name.starts_with(SYSTEM_PRIORITY_CLASS_PREFIX) {
-            let known = SYSTEM_PRIORITY_CLASSES.iter().any(|(n, v)| n == name && *v == self.value);
+            let known = SYSTEM_PRIORITY_CLASSES
+                .iter()
+                .any(|(n, v)| n == name && *v == self.value);
             if !known {
                 let detail = "priority class names with 'system-' prefix are reserved for \
                               system use (with their fixed values)";
@@ -67,7 +71,11 @@ impl PriorityClass {
             causes.push(forbidden("value", &detail));
         }
         if !self.preemption_policy.is_empty() {
-            causes.extend(not_supported("preemptionPolicy", &self.preemption_policy, PREEMPTION_POLICIES));
+            causes.extend(not_supported(
+                "preemptionPolicy",
+                &self.preemption_policy,
+                PREEMPTION_POLICIES,
+            ));
         }
         causes
     }

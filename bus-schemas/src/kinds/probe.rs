@@ -3,8 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::common::{
-    at_least, forbidden, invalid_value, not_supported, required_msg,
-    validate_port_number,
+    at_least, forbidden, invalid_value, not_supported, required_msg, validate_port_number,
 };
 use super::intstr::IntOrString;
 use crate::status::Cause;
@@ -133,7 +132,11 @@ impl Probe {
         }
         if kind != ProbeKind::Readiness && self.success_threshold.is_some_and(|v| v != 1) {
             let at = format!("{path}.successThreshold");
-            causes.push(invalid_value(&at, self.success_threshold.unwrap_or(0), "must be 1"));
+            causes.push(invalid_value(
+                &at,
+                self.success_threshold.unwrap_or(0),
+                "must be 1",
+            ));
         }
         if let Some(grace) = self.termination_grace_period_seconds {
             let at = format!("{path}.terminationGracePeriodSeconds");
@@ -158,33 +161,53 @@ impl Probe {
         if let Some(get) = &self.http_get {
             handlers += 1;
             if handlers > 1 {
-                causes.push(forbidden(&format!("{path}.httpGet"), "may not specify more than 1 handler type"));
+                causes.push(forbidden(
+                    &format!("{path}.httpGet"),
+                    "may not specify more than 1 handler type",
+                ));
             }
             causes.extend(get.port.validate_port(&format!("{path}.httpGet.port")));
             if !get.scheme.is_empty() {
-                causes.extend(not_supported(&format!("{path}.httpGet.scheme"), &get.scheme, &["HTTP", "HTTPS"]));
+                causes.extend(not_supported(
+                    &format!("{path}.httpGet.scheme"),
+                    &get.scheme,
+                    &["HTTP", "HTTPS"],
+                ));
             }
             for (i, header) in get.http_headers.iter().enumerate() {
                 let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
                 if header.name.is_empty() || !header.name.bytes().all(token) {
                     let at = format!("{path}.httpGet.httpHeaders[{i}].name");
-                    causes.push(invalid_value(&at, &header.name, "a valid HTTP header must consist of alphanumeric characters or '-'"));
+                    causes.push(invalid_value(
+                        &at,
+                        &header.name,
+                        "a valid HTTP header must consist of alphanumeric characters or '-'",
+                    ));
                 }
             }
         }
         if let Some(tcp) = &self.tcp_socket {
             handlers += 1;
             if handlers > 1 {
-                causes.push(forbidden(&format!("{path}.tcpSocket"), "may not specify more than 1 handler type"));
+                causes.push(forbidden(
+                    &format!("{path}.tcpSocket"),
+                    "may not specify more than 1 handler type",
+                ));
             }
             causes.extend(tcp.port.validate_port(&format!("{path}.tcpSocket.port")));
         }
         if let Some(grpc) = &self.grpc {
             handlers += 1;
             if handlers > 1 {
-                causes.push(forbidden(&format!("{path}.grpc"), "may not specify more than 1 handler type"));
+                causes.push(forbidden(
+                    &format!("{path}.grpc"),
+                    "may not specify more than 1 handler type",
+                ));
             }
-            causes.extend(validate_port_number(grpc.port, &format!("{path}.grpc.port")));
+            causes.extend(validate_port_number(
+                grpc.port,
+                &format!("{path}.grpc.port"),
+            ));
         }
         if handlers == 0 {
             causes.push(required_msg(path, "must specify a handler type"));
@@ -198,7 +221,13 @@ mod tests {
     use super::*;
 
     fn http(port: IntOrString) -> Probe {
-        Probe { http_get: Some(HttpGetAction { port, ..Default::default() }), ..Default::default() }
+        Probe {
+            http_get: Some(HttpGetAction {
+                port,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -224,7 +253,10 @@ mod tests {
         assert_eq!(none[0].field, "p");
         assert_eq!(none[0].reason, "FieldValueRequired");
         let mut two = http("http".into());
-        two.tcp_socket = Some(TcpSocketAction { port: 80.into(), host: String::new() });
+        two.tcp_socket = Some(TcpSocketAction {
+            port: 80.into(),
+            host: String::new(),
+        });
         let causes = two.validate("p", ProbeKind::Liveness);
         assert_eq!(causes.len(), 1);
         assert_eq!(causes[0].field, "p.tcpSocket");
@@ -237,11 +269,31 @@ mod tests {
         probe.failure_threshold = Some(0);
         probe.success_threshold = Some(2);
         probe.termination_grace_period_seconds = Some(5);
-        let fields: Vec<String> =
-            probe.validate("p", ProbeKind::Readiness).into_iter().map(|c| c.field).collect();
-        assert_eq!(fields, ["p.initialDelaySeconds", "p.failureThreshold", "p.terminationGracePeriodSeconds"]);
-        let fields: Vec<String> =
-            probe.validate("p", ProbeKind::Liveness).into_iter().map(|c| c.field).collect();
-        assert_eq!(fields, ["p.initialDelaySeconds", "p.failureThreshold", "p.successThreshold"]);
+        let fields: Vec<String> = probe
+            .validate("p", ProbeKind::Readiness)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "p.initialDelaySeconds",
+                "p.failureThreshold",
+                "p.terminationGracePeriodSeconds"
+            ]
+        );
+        let fields: Vec<String> = probe
+            .validate("p", ProbeKind::Liveness)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "p.initialDelaySeconds",
+                "p.failureThreshold",
+                "p.successThreshold"
+            ]
+        );
     }
 }

@@ -81,14 +81,20 @@ impl ReplicaSet {
             causes.extend(non_negative(replicas, "spec.replicas"));
         }
         causes.extend(non_negative(spec.min_ready_seconds, "spec.minReadySeconds"));
-        causes.extend(validate_selector(spec.selector.as_ref(), &spec.template, "spec"));
+        causes.extend(validate_selector(
+            spec.selector.as_ref(),
+            &spec.template,
+            "spec",
+        ));
         causes.extend(spec.template.validate("spec.template", &["Always"]));
         causes
     }
 
     fn validate_update_fields(&self, old: &Self) -> Vec<Cause> {
         let (new, old) = (self.spec.selector.as_ref(), old.spec.selector.as_ref());
-        validate_selector_unchanged(new, old, "spec").into_iter().collect()
+        validate_selector_unchanged(new, old, "spec")
+            .into_iter()
+            .collect()
     }
 
     fn default_fields(&mut self) {

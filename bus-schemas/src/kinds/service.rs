@@ -6,8 +6,8 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use super::common::{
-    check_unique, forbidden, immutable, in_range, invalid_value, is_default, is_false,
-    is_zero_i32, not_supported, required_msg, validate_label_map, validate_port_number,
+    check_unique, forbidden, immutable, in_range, invalid_value, is_default, is_false, is_zero_i32,
+    not_supported, required_msg, validate_label_map, validate_port_number,
 };
 use super::container::PROTOCOLS;
 use super::intstr::IntOrString;
@@ -40,7 +40,11 @@ pub struct ServiceSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub selector: BTreeMap<String, String>,
     /// Allocated by the API when empty; `None` makes the Service headless.
-    #[serde(default, rename = "clusterIP", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "clusterIP",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub cluster_ip: String,
     #[serde(default, rename = "clusterIPs", skip_serializing_if = "Vec::is_empty")]
     pub cluster_ips: Vec<String>,
@@ -155,7 +159,11 @@ impl Service {
     /// Services have hand-written Endpoints).
     pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
         !self.spec.selector.is_empty()
-            && self.spec.selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .spec
+                .selector
+                .iter()
+                .all(|(k, v)| labels.get(k) == Some(v))
     }
 
     /// Keeps the allocated clusterIP(s) when an update leaves them empty, as Kubernetes'
@@ -184,10 +192,16 @@ impl Service {
                 causes.push(invalid_value("spec.externalName", &spec.external_name, &e));
             }
             if !spec.cluster_ip.is_empty() {
-                causes.push(forbidden("spec.clusterIP", "may not be set for ExternalName services"));
+                causes.push(forbidden(
+                    "spec.clusterIP",
+                    "may not be set for ExternalName services",
+                ));
             }
         } else if !spec.external_name.is_empty() {
-            causes.push(forbidden("spec.externalName", "may only be set for ExternalName services"));
+            causes.push(forbidden(
+                "spec.externalName",
+                "may only be set for ExternalName services",
+            ));
         }
         causes.extend(validate_cluster_ips(spec));
         if spec.ports.is_empty() && !external && !self.is_headless() {
@@ -198,12 +212,19 @@ impl Service {
 
         if !spec.session_affinity.is_empty() {
             let at = "spec.sessionAffinity";
-            causes.extend(not_supported(at, &spec.session_affinity, SESSION_AFFINITIES));
+            causes.extend(not_supported(
+                at,
+                &spec.session_affinity,
+                SESSION_AFFINITIES,
+            ));
         }
         if let Some(config) = &spec.session_affinity_config {
             let at = "spec.sessionAffinityConfig";
             if spec.session_affinity != "ClientIP" {
-                causes.push(forbidden(at, "must not be set when `sessionAffinity` is not ClientIP"));
+                causes.push(forbidden(
+                    at,
+                    "must not be set when `sessionAffinity` is not ClientIP",
+                ));
             }
             let timeout = config.client_ip.as_ref().and_then(|c| c.timeout_seconds);
             if let Some(timeout) = timeout {
@@ -212,7 +233,11 @@ impl Service {
             }
         }
         for (i, family) in spec.ip_families.iter().enumerate() {
-            causes.extend(not_supported(&format!("spec.ipFamilies[{i}]"), family, &["IPv4"]));
+            causes.extend(not_supported(
+                &format!("spec.ipFamilies[{i}]"),
+                family,
+                &["IPv4"],
+            ));
         }
         if !spec.ip_family_policy.is_empty() {
             let at = "spec.ipFamilyPolicy";
@@ -220,7 +245,11 @@ impl Service {
         }
         if !spec.internal_traffic_policy.is_empty() {
             let at = "spec.internalTrafficPolicy";
-            causes.extend(not_supported(at, &spec.internal_traffic_policy, &["Cluster", "Local"]));
+            causes.extend(not_supported(
+                at,
+                &spec.internal_traffic_policy,
+                &["Cluster", "Local"],
+            ));
         }
         causes
     }
@@ -229,7 +258,10 @@ impl Service {
     fn validate_update_fields(&self, old: &Self) -> Vec<Cause> {
         let mut causes = Vec::new();
         let both_cluster = self.spec.type_ != "ExternalName" && old.spec.type_ != "ExternalName";
-        if both_cluster && !old.spec.cluster_ip.is_empty() && self.spec.cluster_ip != old.spec.cluster_ip {
+        if both_cluster
+            && !old.spec.cluster_ip.is_empty()
+            && self.spec.cluster_ip != old.spec.cluster_ip
+        {
             causes.push(immutable("spec.clusterIP", &self.spec.cluster_ip));
         }
         causes
@@ -244,9 +276,13 @@ impl Service {
             spec.session_affinity = "None".into();
         }
         if spec.session_affinity == "ClientIP" {
-            let config = spec.session_affinity_config.get_or_insert_with(Default::default);
+            let config = spec
+                .session_affinity_config
+                .get_or_insert_with(Default::default);
             let client = config.client_ip.get_or_insert_with(Default::default);
-            client.timeout_seconds.get_or_insert(DEFAULT_CLIENT_IP_TIMEOUT_SECONDS);
+            client
+                .timeout_seconds
+                .get_or_insert(DEFAULT_CLIENT_IP_TIMEOUT_SECONDS);
         }
         for port in &mut spec.ports {
             if port.protocol.is_empty() {
@@ -276,16 +312,26 @@ fn validate_cluster_ip(value: &str, path: &str) -> Option<Cause> {
 }
 
 fn validate_cluster_ips(spec: &ServiceSpec) -> Vec<Cause> {
-    let mut causes: Vec<Cause> = validate_cluster_ip(&spec.cluster_ip, "spec.clusterIP").into_iter().collect();
+    let mut causes: Vec<Cause> = validate_cluster_ip(&spec.cluster_ip, "spec.clusterIP")
+        .into_iter()
+        .collect();
     for (i, ip) in spec.cluster_ips.iter().enumerate() {
         causes.extend(validate_cluster_ip(ip, &format!("spec.clusterIPs[{i}]")));
     }
     if spec.cluster_ips.len() > 1 {
-        causes.push(invalid_value("spec.clusterIPs", &spec.cluster_ips, "may hold at most one IP (single-stack)"));
+        causes.push(invalid_value(
+            "spec.clusterIPs",
+            &spec.cluster_ips,
+            "may hold at most one IP (single-stack)",
+        ));
     }
     if let Some(first) = spec.cluster_ips.first() {
         if *first != spec.cluster_ip {
-            causes.push(invalid_value("spec.clusterIPs[0]", first, "must match `clusterIP`"));
+            causes.push(invalid_value(
+                "spec.clusterIPs[0]",
+                first,
+                "must match `clusterIP`",
+            ));
         }
     }
     causes
@@ -300,7 +346,10 @@ fn validate_ports(ports: &[ServicePort]) -> Vec<Cause> {
         let name_at = format!("{at}.name");
         if port.name.is_empty() {
             if ports.len() > 1 {
-                causes.push(required_msg(&name_at, "must be specified when there is more than one port"));
+                causes.push(required_msg(
+                    &name_at,
+                    "must be specified when there is more than one port",
+                ));
             }
         } else if let Err(e) = dns1123_label(&port.name) {
             causes.push(invalid_value(&name_at, &port.name, &e));
@@ -311,13 +360,20 @@ fn validate_ports(ports: &[ServicePort]) -> Vec<Cause> {
         if port.protocol.is_empty() {
             causes.push(Cause::required(format!("{at}.protocol")));
         } else {
-            causes.extend(not_supported(&format!("{at}.protocol"), &port.protocol, PROTOCOLS));
+            causes.extend(not_supported(
+                &format!("{at}.protocol"),
+                &port.protocol,
+                PROTOCOLS,
+            ));
         }
         if !port.target_port.is_zero() {
             causes.extend(port.target_port.validate_port(&format!("{at}.targetPort")));
         }
         if port.node_port != 0 {
-            causes.push(forbidden(&format!("{at}.nodePort"), "may not be used when `type` is 'ClusterIP'"));
+            causes.push(forbidden(
+                &format!("{at}.nodePort"),
+                "may not be used when `type` is 'ClusterIP'",
+            ));
         }
         if !port_protocols.insert((port.port, port.protocol.as_str())) {
             let value = format!("{}/{}", port.port, port.protocol);

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::common::{immutable, invalid_value, is_default, render_labels, validate_label_map};
-use super::pod_spec::PodSpec;
+use super::pod_spec::{PodSpec, RESTART_POLICIES};
 use crate::meta::ObjectMeta;
 use crate::selector::LabelSelector;
 use crate::status::Cause;
@@ -31,13 +31,18 @@ impl PodTemplateSpec {
             validate_label_map(&self.metadata.labels, &format!("{path}.metadata.labels"));
         for key in self.metadata.annotations.keys() {
             if let Err(e) = label_key(key) {
-                causes.push(invalid_value(&format!("{path}.metadata.annotations[{key}]"), key, &e));
+                causes.push(invalid_value(
+                    &format!("{path}.metadata.annotations[{key}]"),
+                    key,
+                    &e,
+                ));
             }
         }
         let spec_path = format!("{path}.spec");
         causes.extend(self.spec.validate(&spec_path));
-        let policy = &self.spec.restart_policy;
-        if !policy.is_empty() && !restart_policies.contains(&policy.as_str()) {
+        // A policy unknown to pods at all was reported by the pod spec validation already.
+        let policy = self.spec.restart_policy.as_str();
+        if RESTART_POLICIES.contains(&policy) && !restart_policies.contains(&policy) {
             let at = format!("{spec_path}.restartPolicy");
             causes.push(Cause::not_supported(at, policy, restart_policies));
         }
@@ -57,7 +62,11 @@ pub(crate) fn validate_selector(
         return vec![Cause::required(at)];
     };
     if selector.is_empty() {
-        return vec![invalid_value(&at, "{}", "empty selector is invalid for this workload")];
+        return vec![invalid_value(
+            &at,
+            "{}",
+            "empty selector is invalid for this workload",
+        )];
     }
     let causes = selector.validate(&at);
     if !causes.is_empty() {

@@ -1,0 +1,92 @@
+//! A cluster on this machine for tests and benchmarks: a nats-server child with its store in a
+//! temporary directory, the state stream, and API replicas in this process. Real parts only:
+//! the server is the same nats-server `shoal up` runs.
+
+use std::path::PathBuf;
+
+use shoal_bus::natsd::{Natsd, NatsdError};
+use shoal_bus::shutdown::{self, Trigger};
+use shoal_bus::store::{ensure_stream, StreamSettings};
+use shoal_bus::{ApiClient, InformerFactory, Store};
+
+pub struct LocalCluster {
+    pub natsd: Natsd,
+    pub nats: async_nats::Client,
+    pub store: Store,
+    pub informers: InformerFactory,
+    replicas: Vec<Trigger>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalClusterError {
+    #[error(transparent)]
+    Natsd(#[from] NatsdError),
+    #[error("connecting: {0}")]
+    Connect(String),
+    #[error(transparent)]
+    Store(#[from] shoal_bus::StoreError),
+    #[error("bootstrap: {0}")]
+    Bootstrap(#[from] shoal_bus::ApiError),
+}
+
+impl LocalCluster {
+    /// Starts nats-server in a fresh temporary directory and one API replica.
+    /// Must run inside an actix system (`#[actix::test]`).
+    pub async fn start() -> Result<LocalCluster, LocalClusterError> {
+        let dir = tempfile::tempdir().map_err(|e| LocalClusterError::Connect(e.to_string()))?;
+        let mut cluster = LocalCluster::start_in(dir.path().to_path_buf()).await?;
+        cluster._dir = Some(dir);
+        Ok(cluster)
+    }
+
+    pub async fn start_in(dir: PathBuf) -> Result<LocalCluster, LocalClusterError> {
+        let natsd = Natsd::start_in(&dir).await?;
+        let nats = shoal_bus::connect(&natsd.url(), "shoal-local")
+            .await
+            .map_err(|e| LocalClusterError::Connect(e.to_string()))?;
+        let js = async_nats::jetstream::new(nats.clone());
+        ensure_stream(&js, &StreamSettings::default()).await?;
+        let store = Store::open(nats.clone()).await?;
+        let informers = InformerFactory::new(store.clone());
+        let mut cluster =
+            LocalCluster { natsd, nats, store, informers, replicas: Vec::new(), _dir: None };
+        cluster.add_api_replica().await?;
+        crate::bootstrap(&cluster.api()).await?;
+        Ok(cluster)
+    }
+
+    /// Starts one more API replica with its own NATS connection; returns its index.
+    pub async fn add_api_replica(&mut self) -> Result<usize, LocalClusterError> {
+        let nats = shoal_bus::connect(&self.natsd.url(), "shoal-api")
+            .await
+            .map_err(|e| LocalClusterError::Connect(e.to_string()))?;
+        let (trigger, shutdown) = shutdown::channel();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        actix::spawn(async move {
+            let config = crate::ApiConfig::default();
+            let result = crate::run_with_ready(config, nats, shutdown.wait(), ready_tx).await;
+            if let Err(e) = result {
+                tracing::error!(error = %e, "API replica failed");
+            }
+        });
+        let _ = ready_rx.await;
+        self.replicas.push(trigger);
+        Ok(self.replicas.len() - 1)
+    }
+
+    /// Stops one API replica.
+    pub fn stop_api_replica(&mut self, index: usize) {
+        if let Some(trigger) = self.replicas.get(index) {
+            trigger.fire();
+        }
+    }
+
+    pub fn url(&self) -> String {
+        self.natsd.url()
+    }
+
+    pub fn api(&self) -> ApiClient {
+        ApiClient::new(self.nats.clone())
+    }
+}

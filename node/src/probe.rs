@@ -1,0 +1,101 @@
+//! Liveness/readiness/startup probe primitives. Scheduling (periods,
+//! thresholds) is the agent's job; these only perform one check.
+//!
+//! Pod IPs live on the node bridge; when that bridge is in another network
+//! namespace (tests, or a node netns), wrap a probe in [`in_netns`].
+
+use crate::error::{Error, Result};
+use crate::runtime::{ExecRequest, Runtime};
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeResult {
+    Success,
+    Failure(String),
+}
+
+impl ProbeResult {
+    pub fn is_success(&self) -> bool {
+        matches!(self, ProbeResult::Success)
+    }
+}
+
+/// HTTP GET; success on a 200..=399 status.
+pub fn http_get(ip: IpAddr, port: u16, path: &str, timeout: Duration) -> ProbeResult {
+    let deadline = Instant::now() + timeout;
+    let addr = SocketAddr::new(ip, port);
+    let mut s = match TcpStream::connect_timeout(&addr, timeout) {
+        Ok(s) => s,
+        Err(e) => return ProbeResult::Failure(format!("connect {addr}: {e}")),
+    };
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let _ = s.set_read_timeout(Some(left));
+    let _ = s.set_write_timeout(Some(left));
+    let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: shoal-probe/1.0\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+    );
+    if let Err(e) = s.write_all(req.as_bytes()) {
+        return ProbeResult::Failure(format!("send request: {e}"));
+    }
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(2).any(|w| w == b"\r\n") && head.len() < 8192 {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) => return ProbeResult::Failure(format!("read response: {e}")),
+        }
+    }
+    let line = String::from_utf8_lossy(&head);
+    let code = line
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse::<u16>().ok());
+    match code {
+        Some(c) if (200..400).contains(&c) => ProbeResult::Success,
+        Some(c) => ProbeResult::Failure(format!("HTTP probe failed with statuscode: {c}")),
+        None => ProbeResult::Failure("malformed HTTP response".into()),
+    }
+}
+
+/// TCP connect; success if the connection is accepted.
+pub fn tcp_socket(ip: IpAddr, port: u16, timeout: Duration) -> ProbeResult {
+    let addr = SocketAddr::new(ip, port);
+    match TcpStream::connect_timeout(&addr, timeout) {
+        Ok(_) => ProbeResult::Success,
+        Err(e) => ProbeResult::Failure(format!("dial tcp {addr}: {e}")),
+    }
+}
+
+/// Exec probe: success iff the command exits 0 within `timeout`.
+pub fn exec(rt: &dyn Runtime, container_id: &str, argv: &[String], timeout: Duration) -> ProbeResult {
+    match rt.exec(container_id, &ExecRequest::new(argv.iter().cloned(), timeout)) {
+        Ok(r) if r.timed_out => ProbeResult::Failure(format!("command timed out after {timeout:?}")),
+        Ok(r) if r.exit_code == 0 => ProbeResult::Success,
+        Ok(r) => ProbeResult::Failure(format!(
+            "command exited with {}: {}",
+            r.exit_code,
+            String::from_utf8_lossy(&r.stdout).trim()
+        )),
+        Err(e) => ProbeResult::Failure(e.to_string()),
+    }
+}
+
+/// Run `f` on a short-lived thread that has joined the network namespace at
+/// `netns` (setns(2) on one thread of a multi-threaded process affects only
+/// that thread, so the caller's namespace is untouched).
+pub fn in_netns<T: Send + 'static>(netns: &Path, f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    let file = std::fs::File::open(netns).map_err(|e| Error::io(netns, "open netns", e))?;
+    let path = netns.to_path_buf();
+    std::thread::spawn(move || {
+        nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| Error::sys(&path, "setns", e))?;
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| Error::Network("probe thread panicked".into()))?
+}
