@@ -76,10 +76,20 @@ fn stop_grace_sigkill_vs_term_handler() {
     let env = Env::new();
     let sb = env.sandbox("stop");
     let stubborn = env.run(&sb, "stubborn", &["sh", "-c", "trap '' TERM; while true; do sleep 1; done"]);
-    let polite = env.run(&sb, "polite", &["sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"]);
+    let polite = env.run(&sb, "polite", &["sh", "-c", "trap 'exit 0' TERM; touch /tmp/ready; sleep 1000 & wait"]);
     for id in [&stubborn.id, &polite.id] {
         assert!(env.rt.container_state(id).unwrap().is_running());
     }
+    // A signal sent before the trap is installed would be dropped (pid 1 without
+    // a handler), so wait for the shell to get there.
+    poll_until(Duration::from_secs(10), || {
+        let r = env
+            .rt
+            .exec(&polite.id, &shoal_node::ExecRequest::new(["test", "-f", "/tmp/ready"], Duration::from_secs(5)))
+            .ok()?;
+        (r.exit_code == 0).then_some(())
+    })
+    .expect("trap installed");
     let t = Instant::now();
     let st = env.rt.stop_container(&polite.id, Duration::from_secs(10)).unwrap();
     assert!(t.elapsed() < Duration::from_secs(5), "TERM handler should exit promptly: {:?}", t.elapsed());
