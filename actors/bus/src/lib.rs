@@ -15,6 +15,7 @@
 pub mod client;
 pub mod controller;
 pub mod informer;
+pub mod leader;
 pub mod natsd;
 pub mod shutdown;
 pub mod store;

@@ -1,1 +1,225 @@
-//! placeholder
+//! Workload controllers: ReplicaSet, Deployment, DaemonSet, Job, garbage collection,
+//! namespace deletion and node lifecycle.
+//!
+//! # Layout
+//! - [`run`]: starts every controller (optionally behind leader election) until shutdown.
+//! - One module per controller, each split into a pure `decide` (desired + observed → the
+//!   writes to make, unit-tested without NATS) and an async `reconcile` that gathers inputs
+//!   from the informer caches and performs the writes through the API:
+//!   [`replicaset`], [`deployment`], [`daemonset`], [`job`], [`gc`], [`namespace`],
+//!   [`nodelifecycle`].
+//! - Shared pieces: [`context`] (API client, caches, tunables), [`podutil`] (templates,
+//!   owner references, readiness), [`expectations`] (read-your-writes before deciding
+//!   again), [`events`] (the Event recorder), [`error`].
+//!
+//! Controllers never call each other: each watches objects through the shared informers and
+//! writes back through the API, so any of them can be restarted and reconciles from what it
+//! observes. Leader election (one Lease for the whole controller set) lives in
+//! [`shoal_bus::leader`].
+
+pub mod context;
+pub mod daemonset;
+pub mod deployment;
+pub mod error;
+pub mod events;
+pub mod expectations;
+pub mod gc;
+pub mod job;
+pub mod namespace;
+pub mod nodelifecycle;
+pub mod podutil;
+pub mod replicaset;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus_schemas::kinds::{DaemonSet, Deployment, Job, Lease, Node, Pod, ReplicaSet};
+use bus_schemas::selector::Selector;
+use bus_schemas::Resource;
+use shoal_bus::controller::{self, Action, ControllerConfig};
+use shoal_bus::leader::{LeaderElectionConfig, LeaderElector, Leadership};
+use shoal_bus::shutdown::Shutdown;
+use shoal_bus::workqueue::WorkQueue;
+use shoal_bus::{ApiClient, Informer, InformerFactory, ObjectKey, Store};
+use tokio::task::JoinHandle;
+
+pub use context::{Ctx, Tunables};
+pub use error::{ControllersError, ReconcileError};
+
+/// How the controllers run.
+#[derive(Clone, Default)]
+pub struct ControllersConfig {
+    /// Shares another actor's caches (the one-machine cluster hosts every actor).
+    pub informers: Option<InformerFactory>,
+    /// With `Some`, only the holder of this Lease runs the controllers; others stand by.
+    pub leader_election: Option<LeaderElectionConfig>,
+    pub tunables: Tunables,
+}
+
+impl ControllersConfig {
+    /// Leader election on the Lease `shoal-system/shoal-controllers` with this identity.
+    pub fn with_leader_election(mut self, identity: impl Into<String>) -> Self {
+        self.leader_election =
+            Some(LeaderElectionConfig::new("shoal-system", "shoal-controllers", identity));
+        self
+    }
+}
+
+/// Runs every controller until `shutdown` resolves. Works inside an actix system or any
+/// tokio runtime. With leader election, waits to lead first, stops the controllers when
+/// leadership is lost and campaigns again; on shutdown the lease is released.
+pub async fn run(
+    config: ControllersConfig,
+    nats: async_nats::Client,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ControllersError> {
+    let informers = match config.informers.clone() {
+        Some(f) => f,
+        None => InformerFactory::new(Store::open(nats.clone()).await?),
+    };
+    let api = ApiClient::new(nats);
+    tokio::pin!(shutdown);
+    loop {
+        let mut leadership: Option<Leadership> = None;
+        if let Some(le) = &config.leader_election {
+            let elector = LeaderElector::new(api.clone(), le.clone());
+            tokio::select! {
+                l = elector.acquire() => leadership = Some(l),
+                _ = &mut shutdown => return Ok(()),
+            }
+        }
+        let (trigger, sd) = shoal_bus::shutdown::channel();
+        let ctx = Ctx::new(api.clone(), informers.clone(), config.tunables.clone());
+        let tasks = start_all(ctx, sd);
+        let stop = tokio::select! {
+            _ = &mut shutdown => true,
+            _ = lost(&mut leadership) => false,
+        };
+        trigger.fire();
+        for task in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+        }
+        if stop {
+            if let Some(l) = leadership {
+                l.release().await;
+            }
+            return Ok(());
+        }
+        tracing::warn!("lost leadership; controllers stopped, campaigning again");
+    }
+}
+
+async fn lost(leadership: &mut Option<Leadership>) {
+    match leadership {
+        Some(l) => l.lost().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Work-queue failures back off per key (see the queue); no special cases.
+pub fn error_policy<K>(_obj: &K, _error: &ReconcileError, _failures: u32) -> Option<Duration> {
+    None
+}
+
+fn controller_config(name: &'static str, ctx: &Ctx) -> ControllerConfig {
+    let mut config = ControllerConfig::new(name);
+    config.concurrency = ctx.tunables.concurrency;
+    config.resync = ctx.tunables.resync;
+    config
+}
+
+fn spawn<K, R, RFut>(
+    name: &'static str,
+    informer: Informer<K>,
+    queue: Arc<WorkQueue<ObjectKey>>,
+    ctx: &Arc<Ctx>,
+    reconcile: R,
+    sd: &Shutdown,
+) -> JoinHandle<()>
+where
+    K: Resource,
+    R: Fn(Arc<K>, Arc<Ctx>) -> RFut + Send + Sync + 'static,
+    RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
+{
+    let config = controller_config(name, ctx);
+    tokio::spawn(controller::run(
+        config,
+        informer,
+        queue,
+        ctx.clone(),
+        reconcile,
+        error_policy::<K>,
+        sd.clone().wait(),
+    ))
+}
+
+/// The key of the object's controller when it is of kind `K`.
+fn owner_key<K: Resource>(meta: &bus_schemas::ObjectMeta) -> Vec<ObjectKey> {
+    meta.controller_ref()
+        .filter(|r| r.kind == K::INFO.kind)
+        .map(|r| vec![ObjectKey::new(meta.namespace.clone(), r.name.clone())])
+        .unwrap_or_default()
+}
+
+fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    let backoff = shoal_bus::workqueue::Backoff::default();
+
+    // ReplicaSet: its pods, and orphans its selector matches.
+    let queue = WorkQueue::new(backoff);
+    let rss = ctx.replicasets.clone();
+    controller::feed_mapped(&ctx.pods, queue.clone(), move |_, pod: &Pod| {
+        if pod.metadata.controller_ref().is_some() {
+            return owner_key::<ReplicaSet>(&pod.metadata);
+        }
+        rss.list(Some(&pod.metadata.namespace), &Selector::everything())
+            .into_iter()
+            .filter(|rs| podutil::selects(rs.spec.selector.as_ref(), &pod.metadata.labels))
+            .map(|rs| ObjectKey::of(rs.as_ref()))
+            .collect()
+    });
+    tasks.push(spawn(replicaset::NAME, ctx.replicasets.clone(), queue, &ctx, replicaset::reconcile, &sd));
+
+    // Deployment: its ReplicaSets, and their pods (Recreate waits for old pods to go).
+    let queue = WorkQueue::new(backoff);
+    controller::feed_mapped(&ctx.replicasets, queue.clone(), |_, rs: &ReplicaSet| {
+        owner_key::<Deployment>(&rs.metadata)
+    });
+    let rss = ctx.replicasets.clone();
+    controller::feed_mapped(&ctx.pods, queue.clone(), move |_, pod: &Pod| {
+        owner_key::<ReplicaSet>(&pod.metadata)
+            .into_iter()
+            .filter_map(|k| rss.get(&k.namespace, &k.name))
+            .flat_map(|rs| owner_key::<Deployment>(&rs.metadata))
+            .collect()
+    });
+    tasks.push(spawn(deployment::NAME, ctx.deployments.clone(), queue, &ctx, deployment::reconcile, &sd));
+
+    // DaemonSet: its pods, and every node change (eligibility may change).
+    let queue = WorkQueue::new(backoff);
+    controller::feed_mapped(&ctx.pods, queue.clone(), |_, pod: &Pod| owner_key::<DaemonSet>(&pod.metadata));
+    let dss = ctx.daemonsets.clone();
+    controller::feed_mapped(&ctx.nodes, queue.clone(), move |_, _node: &Node| dss.keys());
+    tasks.push(spawn(daemonset::NAME, ctx.daemonsets.clone(), queue, &ctx, daemonset::reconcile, &sd));
+
+    // Job: its pods.
+    let queue = WorkQueue::new(backoff);
+    controller::feed_mapped(&ctx.pods, queue.clone(), |_, pod: &Pod| owner_key::<Job>(&pod.metadata));
+    tasks.push(spawn(job::NAME, ctx.jobs.clone(), queue, &ctx, job::reconcile, &sd));
+
+    // Node lifecycle: heartbeats.
+    let queue = WorkQueue::new(backoff);
+    controller::feed_mapped(&ctx.leases, queue.clone(), |key, _lease: &Lease| {
+        if key.namespace == nodelifecycle::NODE_LEASE_NAMESPACE {
+            vec![ObjectKey::new("", key.name.clone())]
+        } else {
+            Vec::new()
+        }
+    });
+    tasks.push(spawn(nodelifecycle::NAME, ctx.nodes.clone(), queue, &ctx, nodelifecycle::reconcile, &sd));
+
+    // Garbage collection (every kind) and namespaces.
+    tasks.push(tokio::spawn(gc::run(ctx.clone(), sd.clone())));
+    tasks
+}

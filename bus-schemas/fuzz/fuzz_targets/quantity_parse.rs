@@ -16,7 +16,11 @@ fuzz_target!(|data: &[u8]| {
     match Quantity::parse(&printed) {
         Ok(again) => {
             assert_eq!(again, quantity, "{text:?} printed as {printed:?}");
-            assert_eq!(again.to_string(), printed, "{text:?}: printing is not stable");
+            assert_eq!(
+                again.to_string(),
+                printed,
+                "{text:?}: printing is not stable"
+            );
         }
         Err(e) => panic!("{text:?} printed as {printed:?}, which does not parse: {e}"),
     }

@@ -171,6 +171,3 @@ impl CgroupDriver for V1Driver {
         Ok(())
     }
 }
-
-#[allow(dead_code)]
-fn _assert_path(_: &Path) {}

@@ -15,7 +15,7 @@ use crate::rootfs::Rootfs;
 use crate::sandbox::{self, SandboxInfo, SandboxSpec};
 use crate::shim::{self, BindMount, ExecSpec, Reply, RunSpec, SandboxNsSpec};
 use crate::sys;
-use crate::util::{self, process_alive, read_json, read_json_opt, validate_id};
+use crate::util::{self, process_alive, read_json_opt, validate_id};
 use nix::mount::{umount2, MntFlags};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
@@ -763,9 +763,4 @@ impl Runtime for LinuxRuntime {
         }
         Ok(report)
     }
-}
-
-#[allow(dead_code)]
-fn _read_json_used(p: &Path) -> Result<serde_json::Value> {
-    read_json(p)
 }

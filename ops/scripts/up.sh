@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Sets up this machine and runs a one-machine Shoal cluster in the foreground with the demo
+# application applied. Ctrl-C stops it; state is kept in the data dir for the next start.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+./ops/scripts/setup.sh
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/shoal-target}"
+cargo build --release -p shoal-cli -p shoal-node
+SHOAL="$CARGO_TARGET_DIR/release/shoal"
+PORT="${SHOAL_PORT:-4222}"
+export SHOAL_NATS="nats://127.0.0.1:$PORT"
+
+"$SHOAL" up --port "$PORT" "$@" &
+UP=$!
+trap 'kill -INT $UP 2>/dev/null; wait $UP' INT TERM EXIT
+for _ in $(seq 1 100); do
+  "$SHOAL" get ns >/dev/null 2>&1 && break
+  kill -0 "$UP" 2>/dev/null || { echo "shoal up exited early" >&2; exit 1; }
+  sleep 0.2
+done
+"$SHOAL" apply -f ops/demo/
+echo
+echo "Demo applied. In another terminal: export SHOAL_NATS=$SHOAL_NATS; $SHOAL get all-kinds:"
+echo "  $SHOAL get deploy,rs,po,svc -o wide"
+wait $UP
