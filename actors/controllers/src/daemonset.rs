@@ -59,14 +59,21 @@ pub fn eligible(node: &Node, template: &PodTemplateSpec) -> bool {
     }
     let labels = &node.metadata.labels;
     let spec = &template.spec;
-    if !spec.node_selector.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+    if !spec
+        .node_selector
+        .iter()
+        .all(|(k, v)| labels.get(k) == Some(v))
+    {
         return false;
     }
     let required = spec
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
     if let Some(required) = required {
         if !required.matches(labels, &node.metadata.name) {
             return false;
@@ -85,7 +92,13 @@ pub struct DsDecision {
     pub status: DaemonSetStatus,
 }
 
-pub fn decide(ds: &DaemonSet, nodes: &[Arc<Node>], pods: &[Arc<Pod>], hash: &str, now: Time) -> DsDecision {
+pub fn decide(
+    ds: &DaemonSet,
+    nodes: &[Arc<Node>],
+    pods: &[Arc<Pod>],
+    hash: &str,
+    now: Time,
+) -> DsDecision {
     let mut create = Vec::new();
     let mut delete = Vec::new();
     let min_ready = ds.spec.min_ready_seconds;
@@ -98,16 +111,27 @@ pub fn decide(ds: &DaemonSet, nodes: &[Arc<Node>], pods: &[Arc<Pod>], hash: &str
             delete.push(pod.metadata.name.clone()); // replaced on the next pass
             continue;
         }
-        by_node.entry(pod.spec.node_name.as_str()).or_default().push(pod);
+        by_node
+            .entry(pod.spec.node_name.as_str())
+            .or_default()
+            .push(pod);
     }
     let is_new = |p: &Pod| p.metadata.labels.get(HASH_LABEL).map(String::as_str) == Some(hash);
     let mut status = ds.status.clone();
-    let (mut desired, mut current, mut misscheduled, mut ready, mut updated, mut available) = (0, 0, 0, 0, 0, 0);
+    let (mut desired, mut current, mut misscheduled, mut ready, mut updated, mut available) =
+        (0, 0, 0, 0, 0, 0);
     let mut old_on_eligible: Vec<&Pod> = Vec::new();
-    let node_names: std::collections::BTreeSet<&str> = nodes.iter().map(|n| n.metadata.name.as_str()).collect();
+    let node_names: std::collections::BTreeSet<&str> =
+        nodes.iter().map(|n| n.metadata.name.as_str()).collect();
     for node in nodes {
         let name = node.metadata.name.as_str();
-        let here: Vec<&Pod> = by_node.get(name).cloned().unwrap_or_default().into_iter().filter(|p| is_active(p)).collect();
+        let here: Vec<&Pod> = by_node
+            .get(name)
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| is_active(p))
+            .collect();
         if !eligible(node, &ds.spec.template) {
             if !here.is_empty() {
                 misscheduled += 1;
@@ -116,11 +140,21 @@ pub fn decide(ds: &DaemonSet, nodes: &[Arc<Node>], pods: &[Arc<Pod>], hash: &str
             continue;
         }
         desired += 1;
-        let Some(keep) = here.iter().copied().max_by_key(|p| (is_new(p), p.is_ready(), std::cmp::Reverse(p.metadata.creation_timestamp))) else {
+        let Some(keep) = here.iter().copied().max_by_key(|p| {
+            (
+                is_new(p),
+                p.is_ready(),
+                std::cmp::Reverse(p.metadata.creation_timestamp),
+            )
+        }) else {
             create.push(name.to_string());
             continue;
         };
-        delete.extend(here.iter().filter(|p| p.metadata.name != keep.metadata.name).map(|p| p.metadata.name.clone()));
+        delete.extend(
+            here.iter()
+                .filter(|p| p.metadata.name != keep.metadata.name)
+                .map(|p| p.metadata.name.clone()),
+        );
         current += 1;
         ready += i32::from(keep.is_ready());
         available += i32::from(is_available(keep, min_ready, now));
@@ -167,7 +201,11 @@ pub fn decide(ds: &DaemonSet, nodes: &[Arc<Node>], pods: &[Arc<Pod>], hash: &str
     status.observed_generation = ds.metadata.generation;
     delete.sort();
     delete.dedup();
-    DsDecision { create, delete, status }
+    DsDecision {
+        create,
+        delete,
+        status,
+    }
 }
 
 pub fn template_hash(ds: &DaemonSet) -> String {
@@ -176,7 +214,12 @@ pub fn template_hash(ds: &DaemonSet) -> String {
 
 pub fn daemon_pod(ds: &DaemonSet, node: &str, hash: &str) -> Pod {
     let generate = format!("{}-", ds.metadata.name);
-    let mut pod = podutil::pod_from_template(&ds.spec.template, &ds.metadata.namespace, &generate, podutil::controller_ref(ds));
+    let mut pod = podutil::pod_from_template(
+        &ds.spec.template,
+        &ds.metadata.namespace,
+        &generate,
+        podutil::controller_ref(ds),
+    );
     pod.metadata.labels.insert(HASH_LABEL.into(), hash.into());
     pod.spec.node_name = node.to_string();
     for t in default_tolerations() {
@@ -194,7 +237,12 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Ctx>) -> Result<Action, Reco
     let uid = ds.metadata.uid.clone();
     let key = format!("{}/{}", ds.metadata.namespace, ds.metadata.name);
     ctx.expectations.wait(&uid, &ctx.pods).await;
-    let pods: Vec<Arc<Pod>> = ctx.pods.by_index(INDEX_OWNER, &uid).into_iter().filter(|p| is_owned_by(&p.metadata, &uid)).collect();
+    let pods: Vec<Arc<Pod>> = ctx
+        .pods
+        .by_index(INDEX_OWNER, &uid)
+        .into_iter()
+        .filter(|p| is_owned_by(&p.metadata, &uid))
+        .collect();
     let nodes = ctx.nodes.list(None, &Selector::everything());
     let hash = template_hash(&ds);
     let now = podutil::now();
@@ -206,10 +254,20 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Ctx>) -> Result<Action, Reco
         match ctx.api.create(&daemon_pod(&ds, node, &hash)).await {
             Ok(created) => {
                 ctx.expectations.expect(&uid, created.metadata.revision());
-                ctx.events.record(ds.as_ref(), NORMAL, "SuccessfulCreate", format!("Created pod: {} on {node}", created.metadata.name));
+                ctx.events.record(
+                    ds.as_ref(),
+                    NORMAL,
+                    "SuccessfulCreate",
+                    format!("Created pod: {} on {node}", created.metadata.name),
+                );
             }
             Err(e) => {
-                ctx.events.record(ds.as_ref(), WARNING, "FailedCreate", format!("Error creating pod on {node}: {e}"));
+                ctx.events.record(
+                    ds.as_ref(),
+                    WARNING,
+                    "FailedCreate",
+                    format!("Error creating pod on {node}: {e}"),
+                );
                 return Err(ReconcileError::api("create", "Pod", key, e));
             }
         }
@@ -217,7 +275,10 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Ctx>) -> Result<Action, Reco
     if d.create.is_empty() && d.delete.is_empty() && d.status != ds.status {
         let mut next = (*ds).clone();
         next.status = d.status;
-        ctx.api.update_status(&next).await.map_err(|e| ReconcileError::api("update-status", "DaemonSet", key, e))?;
+        ctx.api
+            .update_status(&next)
+            .await
+            .map_err(|e| ReconcileError::api("update-status", "DaemonSet", key, e))?;
     }
     Ok(Action::AwaitChange)
 }
@@ -229,8 +290,18 @@ mod tests {
     fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str)]) -> Arc<Node> {
         let mut n = Node::default();
         n.metadata.name = name.into();
-        n.metadata.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        n.spec.taints = taints.iter().map(|(k, e)| Taint { key: k.to_string(), effect: e.to_string(), ..Default::default() }).collect();
+        n.metadata.labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        n.spec.taints = taints
+            .iter()
+            .map(|(k, e)| Taint {
+                key: k.to_string(),
+                effect: e.to_string(),
+                ..Default::default()
+            })
+            .collect();
         Arc::new(n)
     }
 
@@ -239,7 +310,11 @@ mod tests {
         ds.metadata.name = "agent".into();
         ds.metadata.namespace = "default".into();
         ds.metadata.uid = "ds-uid".into();
-        ds.spec.template.spec.node_selector.insert("role".into(), "worker".into());
+        ds.spec
+            .template
+            .spec
+            .node_selector
+            .insert("role".into(), "worker".into());
         ds
     }
 
@@ -248,26 +323,60 @@ mod tests {
         let t = ds().spec.template;
         assert!(eligible(&node("a", &[("role", "worker")], &[]), &t));
         assert!(!eligible(&node("b", &[("role", "db")], &[]), &t));
-        assert!(!eligible(&node("c", &[("role", "worker")], &[("dedicated", "NoSchedule")]), &t));
-        assert!(eligible(&node("d", &[("role", "worker")], &[("dedicated", "PreferNoSchedule")]), &t));
+        assert!(!eligible(
+            &node("c", &[("role", "worker")], &[("dedicated", "NoSchedule")]),
+            &t
+        ));
+        assert!(eligible(
+            &node(
+                "d",
+                &[("role", "worker")],
+                &[("dedicated", "PreferNoSchedule")]
+            ),
+            &t
+        ));
         // Lifecycle taints are tolerated by default.
-        assert!(eligible(&node("e", &[("role", "worker")], &[("node.kubernetes.io/unreachable", "NoExecute")]), &t));
+        assert!(eligible(
+            &node(
+                "e",
+                &[("role", "worker")],
+                &[("node.kubernetes.io/unreachable", "NoExecute")]
+            ),
+            &t
+        ));
         let mut t2 = t.clone();
-        t2.spec.tolerations.push(Toleration { key: "dedicated".into(), operator: "Exists".into(), ..Default::default() });
-        assert!(eligible(&node("c", &[("role", "worker")], &[("dedicated", "NoSchedule")]), &t2));
+        t2.spec.tolerations.push(Toleration {
+            key: "dedicated".into(),
+            operator: "Exists".into(),
+            ..Default::default()
+        });
+        assert!(eligible(
+            &node("c", &[("role", "worker")], &[("dedicated", "NoSchedule")]),
+            &t2
+        ));
     }
 
     #[test]
     fn one_pod_per_eligible_node() {
         let d = ds();
-        let nodes = [node("a", &[("role", "worker")], &[]), node("b", &[("role", "worker")], &[]), node("c", &[], &[])];
+        let nodes = [
+            node("a", &[("role", "worker")], &[]),
+            node("b", &[("role", "worker")], &[]),
+            node("c", &[], &[]),
+        ];
         let mut on_c = daemon_pod(&d, "c", "h");
         on_c.metadata.name = "on-c".into();
         let mut gone = daemon_pod(&d, "zz", "h");
         gone.metadata.name = "on-gone".into();
         let mut on_a = daemon_pod(&d, "a", "h");
         on_a.metadata.name = "on-a".into();
-        let dec = decide(&d, &nodes, &[Arc::new(on_c), Arc::new(gone), Arc::new(on_a)], "h", podutil::now());
+        let dec = decide(
+            &d,
+            &nodes,
+            &[Arc::new(on_c), Arc::new(gone), Arc::new(on_a)],
+            "h",
+            podutil::now(),
+        );
         assert_eq!(dec.create, vec!["b".to_string()]);
         assert_eq!(dec.delete, vec!["on-c".to_string(), "on-gone".to_string()]);
         assert_eq!(dec.status.desired_number_scheduled, 2);
@@ -278,13 +387,20 @@ mod tests {
     fn rolling_update_respects_max_unavailable() {
         let mut d = ds();
         d.spec.update_strategy.type_ = "RollingUpdate".into();
-        let nodes: Vec<Arc<Node>> = ["a", "b", "c"].iter().map(|n| node(n, &[("role", "worker")], &[])).collect();
+        let nodes: Vec<Arc<Node>> = ["a", "b", "c"]
+            .iter()
+            .map(|n| node(n, &[("role", "worker")], &[]))
+            .collect();
         let pods: Vec<Arc<Pod>> = ["a", "b", "c"]
             .iter()
             .map(|n| {
                 let mut p = daemon_pod(&d, n, "old");
                 p.metadata.name = format!("p-{n}");
-                p.status.conditions.push(bus_schemas::Condition { type_: "Ready".into(), status: "True".into(), ..Default::default() });
+                p.status.conditions.push(bus_schemas::Condition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    ..Default::default()
+                });
                 Arc::new(p)
             })
             .collect();

@@ -41,12 +41,19 @@ pub const RESTARTED_AT_ANNOTATION: &str = "kubectl.kubernetes.io/restartedAt";
 pub enum DeployAction {
     CreateReplicaSet(Box<ReplicaSet>),
     /// Sets spec.replicas and/or merges annotations of an owned ReplicaSet.
-    UpdateReplicaSet { name: String, replicas: Option<i32>, annotations: BTreeMap<String, String> },
+    UpdateReplicaSet {
+        name: String,
+        replicas: Option<i32>,
+        annotations: BTreeMap<String, String>,
+    },
     DeleteReplicaSet(String),
     /// Sets the Deployment's revision annotation.
     SetRevision(String),
     /// Replaces the Deployment's template (automatic rollback).
-    Rollback { template: Box<PodTemplateSpec>, revision: String },
+    Rollback {
+        template: Box<PodTemplateSpec>,
+        revision: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +98,11 @@ pub fn strip_hash(template: &PodTemplateSpec) -> PodTemplateSpec {
 }
 
 pub fn revision_of(rs: &ReplicaSet) -> i64 {
-    rs.metadata.annotations.get(REVISION_ANNOTATION).and_then(|r| r.parse().ok()).unwrap_or(0)
+    rs.metadata
+        .annotations
+        .get(REVISION_ANNOTATION)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
 }
 
 fn spec_replicas(rs: &ReplicaSet) -> i32 {
@@ -106,14 +117,20 @@ pub fn new_replica_set(d: &Deployment, hash: &str, replicas: i32, revision: i64)
     rs.metadata.owner_references = vec![podutil::controller_ref(d)];
     rs.metadata.labels = d.spec.template.metadata.labels.clone();
     rs.metadata.labels.insert(HASH_LABEL.into(), hash.into());
-    rs.metadata.annotations.insert(REVISION_ANNOTATION.into(), revision.to_string());
+    rs.metadata
+        .annotations
+        .insert(REVISION_ANNOTATION.into(), revision.to_string());
     rs.spec.replicas = Some(replicas);
     rs.spec.min_ready_seconds = d.spec.min_ready_seconds;
     let mut selector = d.spec.selector.clone().unwrap_or_default();
     selector.match_labels.insert(HASH_LABEL.into(), hash.into());
     rs.spec.selector = Some(selector);
     rs.spec.template = d.spec.template.clone();
-    rs.spec.template.metadata.labels.insert(HASH_LABEL.into(), hash.into());
+    rs.spec
+        .template
+        .metadata
+        .labels
+        .insert(HASH_LABEL.into(), hash.into());
     rs
 }
 
@@ -160,7 +177,11 @@ pub fn rolling_counts(
         }
         // Then available ones, as far as availability allows.
         let available_total: i32 = avail(new_spec, new.1)
-            + old_specs.iter().zip(olds).map(|(s, o)| avail(*s, o.1)).sum::<i32>();
+            + old_specs
+                .iter()
+                .zip(olds)
+                .map(|(s, o)| avail(*s, o.1))
+                .sum::<i32>();
         let mut budget = available_total - min_available;
         for spec in old_specs.iter_mut() {
             if budget <= 0 {
@@ -204,26 +225,46 @@ fn put_condition(conds: &mut Vec<Condition>, mut new: Condition, touch: bool) {
 
 /// Decides one Deployment. `rss` are the ReplicaSets it controls; `old_pods_running` counts
 /// non-terminal pods of its old ReplicaSets (Recreate waits for them).
-pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, now: Time) -> Decision {
+pub fn decide(
+    d: &Deployment,
+    rss: &[Arc<ReplicaSet>],
+    old_pods_running: usize,
+    now: Time,
+) -> Decision {
     let mut actions = Vec::new();
     let mut events = Vec::new();
     let mut status = d.status.clone();
     let replicas = d.replicas();
     let dname = &d.metadata.name;
-    let live: Vec<&ReplicaSet> = rss.iter().map(|r| r.as_ref()).filter(|r| !r.metadata.is_deleting()).collect();
-    let mut new_rs: Option<ReplicaSet> =
-        live.iter().find(|r| strip_hash(&r.spec.template) == d.spec.template).map(|r| (*r).clone());
+    let live: Vec<&ReplicaSet> = rss
+        .iter()
+        .map(|r| r.as_ref())
+        .filter(|r| !r.metadata.is_deleting())
+        .collect();
+    let mut new_rs: Option<ReplicaSet> = live
+        .iter()
+        .find(|r| strip_hash(&r.spec.template) == d.spec.template)
+        .map(|r| (*r).clone());
     let mut olds: Vec<&ReplicaSet> = live
         .iter()
         .copied()
-        .filter(|r| new_rs.as_ref().is_none_or(|n| n.metadata.uid != r.metadata.uid))
+        .filter(|r| {
+            new_rs
+                .as_ref()
+                .is_none_or(|n| n.metadata.uid != r.metadata.uid)
+        })
         .collect();
     olds.sort_by_key(|r| (r.metadata.creation_timestamp, r.metadata.name.clone()));
     let max_revision = live.iter().map(|r| revision_of(r)).max().unwrap_or(0);
     let mut progress = d.metadata.generation != d.status.observed_generation;
 
     if d.metadata.is_deleting() {
-        return Decision { actions, status, events, requeue_after: None };
+        return Decision {
+            actions,
+            status,
+            events,
+            requeue_after: None,
+        };
     }
 
     // Automatic rollback (Shoal extension) once the deadline passed.
@@ -249,7 +290,12 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
                 "DeploymentRollback",
                 format!("Rolled back deployment {dname} to revision {revision}: progress deadline exceeded"),
             ));
-            return Decision { actions, status, events, requeue_after: None };
+            return Decision {
+                actions,
+                status,
+                events,
+                requeue_after: None,
+            };
         }
     }
 
@@ -260,7 +306,11 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
 
     if d.spec.paused {
         // Paused: no rollout; only follow a replica-count change when one ReplicaSet is active.
-        let active: Vec<&ReplicaSet> = live.iter().copied().filter(|r| spec_replicas(r) > 0).collect();
+        let active: Vec<&ReplicaSet> = live
+            .iter()
+            .copied()
+            .filter(|r| spec_replicas(r) > 0)
+            .collect();
         if let [only] = active.as_slice() {
             if spec_replicas(only) != replicas {
                 actions.push(scale(only, replicas, &mut events));
@@ -272,10 +322,17 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
         match &new_rs {
             None => {
                 let name = format!("{dname}-{hash}");
-                if live.iter().any(|r| r.metadata.name == name) || rss.iter().any(|r| r.metadata.name == name) {
+                if live.iter().any(|r| r.metadata.name == name)
+                    || rss.iter().any(|r| r.metadata.name == name)
+                {
                     // Same name, different template: a hash collision. Try the next hash.
                     status.collision_count = Some(status.collision_count.unwrap_or(0) + 1);
-                    return Decision { actions, status, events, requeue_after: Some(Duration::from_millis(100)) };
+                    return Decision {
+                        actions,
+                        status,
+                        events,
+                        requeue_after: Some(Duration::from_millis(100)),
+                    };
                 }
                 let initial = if recreate {
                     if old_specs.iter().any(|s| *s > 0) || old_pods_running > 0 {
@@ -284,9 +341,14 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
                         Some(replicas)
                     }
                 } else {
-                    let olds_counts: Vec<(i32, i32)> =
-                        olds.iter().map(|r| (spec_replicas(r), r.status.available_replicas)).collect();
-                    Some(rolling_counts(replicas, max_surge, max_unavailable, (0, 0), &olds_counts).0)
+                    let olds_counts: Vec<(i32, i32)> = olds
+                        .iter()
+                        .map(|r| (spec_replicas(r), r.status.available_replicas))
+                        .collect();
+                    Some(
+                        rolling_counts(replicas, max_surge, max_unavailable, (0, 0), &olds_counts)
+                            .0,
+                    )
                 };
                 if let Some(initial) = initial {
                     let rs = new_replica_set(d, &hash, initial, max_revision + 1);
@@ -304,7 +366,10 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
             Some(rs) => {
                 if revision_of(rs) < max_revision || revision_of(rs) == 0 {
                     let mut annotations = BTreeMap::new();
-                    annotations.insert(REVISION_ANNOTATION.to_string(), (max_revision + 1).to_string());
+                    annotations.insert(
+                        REVISION_ANNOTATION.to_string(),
+                        (max_revision + 1).to_string(),
+                    );
                     actions.push(DeployAction::UpdateReplicaSet {
                         name: rs.metadata.name.clone(),
                         replicas: None,
@@ -333,10 +398,25 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
                 }
             }
         } else if let Some(rs) = &new_rs {
-            let new_counts = (new_spec.unwrap_or(0), if created { 0 } else { rs.status.available_replicas });
-            let olds_counts: Vec<(i32, i32)> =
-                olds.iter().map(|r| (spec_replicas(r), r.status.available_replicas)).collect();
-            let (n, o) = rolling_counts(replicas, max_surge, max_unavailable, new_counts, &olds_counts);
+            let new_counts = (
+                new_spec.unwrap_or(0),
+                if created {
+                    0
+                } else {
+                    rs.status.available_replicas
+                },
+            );
+            let olds_counts: Vec<(i32, i32)> = olds
+                .iter()
+                .map(|r| (spec_replicas(r), r.status.available_replicas))
+                .collect();
+            let (n, o) = rolling_counts(
+                replicas,
+                max_surge,
+                max_unavailable,
+                new_counts,
+                &olds_counts,
+            );
             if !created && Some(n) != new_spec {
                 actions.push(scale(rs, n, &mut events));
                 new_spec = Some(n);
@@ -355,35 +435,69 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
     // Status from what the ReplicaSets report.
     let sum = |f: &dyn Fn(&ReplicaSet) -> i32| live.iter().map(|r| f(r)).sum::<i32>();
     let new_status = |f: &dyn Fn(&ReplicaSet) -> i32| new_rs.as_ref().map(f).unwrap_or(0);
-    let before = (status.replicas, status.updated_replicas, status.ready_replicas, status.available_replicas);
+    let before = (
+        status.replicas,
+        status.updated_replicas,
+        status.ready_replicas,
+        status.available_replicas,
+    );
     status.replicas = sum(&|r| r.status.replicas);
     status.updated_replicas = new_status(&|r| r.status.replicas);
     status.ready_replicas = sum(&|r| r.status.ready_replicas);
     status.available_replicas = sum(&|r| r.status.available_replicas);
     status.unavailable_replicas = (replicas - status.available_replicas).max(0);
     status.observed_generation = d.metadata.generation;
-    let after = (status.replicas, status.updated_replicas, status.ready_replicas, status.available_replicas);
+    let after = (
+        status.replicas,
+        status.updated_replicas,
+        status.ready_replicas,
+        status.available_replicas,
+    );
     progress |= before != after;
 
     let min_available = replicas - max_unavailable;
     let available = if status.available_replicas >= min_available.min(replicas) {
-        condition("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.".into(), now)
+        condition(
+            "Available",
+            "True",
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.".into(),
+            now,
+        )
     } else {
-        condition("Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.".into(), now)
+        condition(
+            "Available",
+            "False",
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.".into(),
+            now,
+        )
     };
     put_condition(&mut status.conditions, available, false);
 
-    let new_name = new_rs.as_ref().map(|r| r.metadata.name.clone()).unwrap_or_default();
+    let new_name = new_rs
+        .as_ref()
+        .map(|r| r.metadata.name.clone())
+        .unwrap_or_default();
     let complete = new_rs.is_some()
         && new_spec == Some(replicas)
         && status.updated_replicas == replicas
         && status.replicas == replicas
         && status.available_replicas == replicas
         && old_specs.iter().all(|s| *s == 0);
-    let deadline = d.spec.progress_deadline_seconds.map(|s| chrono::Duration::seconds(i64::from(s)));
+    let deadline = d
+        .spec
+        .progress_deadline_seconds
+        .map(|s| chrono::Duration::seconds(i64::from(s)));
     let mut requeue_after = None;
     if d.spec.paused {
-        let c = condition("Progressing", "Unknown", "DeploymentPaused", "Deployment is paused".into(), now);
+        let c = condition(
+            "Progressing",
+            "Unknown",
+            "DeploymentPaused",
+            "Deployment is paused".into(),
+            now,
+        );
         put_condition(&mut status.conditions, c, false);
     } else if complete {
         let msg = format!("ReplicaSet \"{new_name}\" has successfully progressed.");
@@ -402,13 +516,28 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
         }
     } else {
         let current = find_condition(&status.conditions, "Progressing").cloned();
-        let exceeded = current.as_ref().is_some_and(|c| c.reason == "ProgressDeadlineExceeded");
-        if progress || current.is_none() || (!exceeded && current.as_ref().is_some_and(|c| c.reason == "NewReplicaSetAvailable")) {
-            let (reason, msg) = if progress && matches!(actions.first(), Some(DeployAction::CreateReplicaSet(_))) {
-                ("NewReplicaSetCreated", format!("Created new replica set \"{new_name}\""))
-            } else {
-                ("ReplicaSetUpdated", format!("ReplicaSet \"{new_name}\" is progressing."))
-            };
+        let exceeded = current
+            .as_ref()
+            .is_some_and(|c| c.reason == "ProgressDeadlineExceeded");
+        if progress
+            || current.is_none()
+            || (!exceeded
+                && current
+                    .as_ref()
+                    .is_some_and(|c| c.reason == "NewReplicaSetAvailable"))
+        {
+            let (reason, msg) =
+                if progress && matches!(actions.first(), Some(DeployAction::CreateReplicaSet(_))) {
+                    (
+                        "NewReplicaSetCreated",
+                        format!("Created new replica set \"{new_name}\""),
+                    )
+                } else {
+                    (
+                        "ReplicaSetUpdated",
+                        format!("ReplicaSet \"{new_name}\" is progressing."),
+                    )
+                };
             let c = condition("Progressing", "True", reason, msg, now);
             put_condition(&mut status.conditions, c, true);
         }
@@ -418,14 +547,21 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
             if c.status == "True" {
                 if since + deadline <= now {
                     let msg = format!("ReplicaSet \"{new_name}\" has timed out progressing.");
-                    let c = condition("Progressing", "False", "ProgressDeadlineExceeded", msg.clone(), now);
+                    let c = condition(
+                        "Progressing",
+                        "False",
+                        "ProgressDeadlineExceeded",
+                        msg.clone(),
+                        now,
+                    );
                     put_condition(&mut status.conditions, c, true);
                     events.push((WARNING, "ProgressDeadlineExceeded", msg));
                     if d.spec.auto_rollback == Some(true) {
                         requeue_after = Some(Duration::from_millis(10));
                     }
                 } else {
-                    requeue_after = Some(podutil::until(since + deadline, now) + Duration::from_millis(50));
+                    requeue_after =
+                        Some(podutil::until(since + deadline, now) + Duration::from_millis(50));
                 }
             }
         }
@@ -436,9 +572,9 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
         let revision = actions
             .iter()
             .find_map(|a| match a {
-                DeployAction::UpdateReplicaSet { name, annotations, .. } if *name == rs.metadata.name => {
-                    annotations.get(REVISION_ANNOTATION).cloned()
-                }
+                DeployAction::UpdateReplicaSet {
+                    name, annotations, ..
+                } if *name == rs.metadata.name => annotations.get(REVISION_ANNOTATION).cloned(),
                 _ => None,
             })
             .unwrap_or_else(|| revision_of(rs).to_string());
@@ -456,18 +592,41 @@ pub fn decide(d: &Deployment, rss: &[Arc<ReplicaSet>], old_pods_running: usize, 
             .map(|(r, _)| *r)
             .collect();
         idle.sort_by_key(|r| std::cmp::Reverse(revision_of(r)));
-        for rs in idle.into_iter().skip(usize::try_from(limit.max(0)).unwrap_or(0)) {
+        for rs in idle
+            .into_iter()
+            .skip(usize::try_from(limit.max(0)).unwrap_or(0))
+        {
             actions.push(DeployAction::DeleteReplicaSet(rs.metadata.name.clone()));
         }
     }
-    Decision { actions, status, events, requeue_after }
+    Decision {
+        actions,
+        status,
+        events,
+        requeue_after,
+    }
 }
 
-fn scale(rs: &ReplicaSet, to: i32, events: &mut Vec<(&'static str, &'static str, String)>) -> DeployAction {
+fn scale(
+    rs: &ReplicaSet,
+    to: i32,
+    events: &mut Vec<(&'static str, &'static str, String)>,
+) -> DeployAction {
     let from = spec_replicas(rs);
     let verb = if to > from { "up" } else { "down" };
-    events.push((NORMAL, "ScalingReplicaSet", format!("Scaled {verb} replica set {} from {from} to {to}", rs.metadata.name)));
-    DeployAction::UpdateReplicaSet { name: rs.metadata.name.clone(), replicas: Some(to), annotations: BTreeMap::new() }
+    events.push((
+        NORMAL,
+        "ScalingReplicaSet",
+        format!(
+            "Scaled {verb} replica set {} from {from} to {to}",
+            rs.metadata.name
+        ),
+    ));
+    DeployAction::UpdateReplicaSet {
+        name: rs.metadata.name.clone(),
+        replicas: Some(to),
+        annotations: BTreeMap::new(),
+    }
 }
 
 fn key(d: &Deployment) -> String {
@@ -498,7 +657,8 @@ pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Ctx>) -> Result<Action, Reco
     let now = podutil::now();
     let decision = decide(&d, &rss, old_pods_running, now);
     for (type_, reason, message) in &decision.events {
-        ctx.events.record(d.as_ref(), type_, reason, message.clone());
+        ctx.events
+            .record(d.as_ref(), type_, reason, message.clone());
     }
     let mut current = (*d).clone();
     for action in decision.actions {
@@ -506,21 +666,32 @@ pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Ctx>) -> Result<Action, Reco
             DeployAction::CreateReplicaSet(rs) => match ctx.api.create(rs.as_ref()).await {
                 Ok(created) => ctx.expectations.expect(&uid, created.metadata.revision()),
                 Err(e) if e.is_already_exists() => {}
-                Err(e) => return Err(ReconcileError::api("create", "ReplicaSet", rs.metadata.name.clone(), e)),
+                Err(e) => {
+                    return Err(ReconcileError::api(
+                        "create",
+                        "ReplicaSet",
+                        rs.metadata.name.clone(),
+                        e,
+                    ))
+                }
             },
-            DeployAction::UpdateReplicaSet { name, replicas, annotations } => {
+            DeployAction::UpdateReplicaSet {
+                name,
+                replicas,
+                annotations,
+            } => {
                 let ns = &d.metadata.namespace;
-                let Some(rs) = ctx.replicasets.get(ns, &name) else { continue };
+                let Some(rs) = ctx.replicasets.get(ns, &name) else {
+                    continue;
+                };
                 let mut next = (*rs).clone();
                 if let Some(r) = replicas {
                     next.spec.replicas = Some(r);
                 }
                 next.metadata.annotations.extend(annotations);
-                let written = ctx
-                    .api
-                    .update(&next)
-                    .await
-                    .map_err(|e| ReconcileError::api("update", "ReplicaSet", format!("{ns}/{name}"), e))?;
+                let written = ctx.api.update(&next).await.map_err(|e| {
+                    ReconcileError::api("update", "ReplicaSet", format!("{ns}/{name}"), e)
+                })?;
                 ctx.expectations.expect(&uid, written.metadata.revision());
             }
             DeployAction::DeleteReplicaSet(name) => {
@@ -536,7 +707,10 @@ pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Ctx>) -> Result<Action, Reco
                 }
             }
             DeployAction::SetRevision(revision) => {
-                current.metadata.annotations.insert(REVISION_ANNOTATION.into(), revision);
+                current
+                    .metadata
+                    .annotations
+                    .insert(REVISION_ANNOTATION.into(), revision);
                 current = ctx
                     .api
                     .update(&current)
@@ -584,12 +758,20 @@ mod tests {
         let mut sel = LabelSelector::default();
         sel.match_labels.insert("app".into(), "web".into());
         d.spec.selector = Some(sel);
-        d.spec.template.metadata.labels.insert("app".into(), "web".into());
-        d.spec.template.spec.containers.push(bus_schemas::kinds::Container {
-            name: "main".into(),
-            image: image.into(),
-            ..Default::default()
-        });
+        d.spec
+            .template
+            .metadata
+            .labels
+            .insert("app".into(), "web".into());
+        d.spec
+            .template
+            .spec
+            .containers
+            .push(bus_schemas::kinds::Container {
+                name: "main".into(),
+                image: image.into(),
+                ..Default::default()
+            });
         d.spec.strategy.type_ = "RollingUpdate".into();
         d.spec.strategy.rolling_update = Some(RollingUpdateDeployment {
             max_surge: Some(IntOrString::Int(1)),
@@ -600,7 +782,13 @@ mod tests {
         d
     }
 
-    fn rs_of(d: &Deployment, image: &str, spec: i32, available: i32, revision: i64) -> Arc<ReplicaSet> {
+    fn rs_of(
+        d: &Deployment,
+        image: &str,
+        spec: i32,
+        available: i32,
+        revision: i64,
+    ) -> Arc<ReplicaSet> {
         let mut d2 = d.clone();
         d2.spec.template.spec.containers[0].image = image.into();
         let hash = template_hash(&d2.spec.template, None);
@@ -615,9 +803,18 @@ mod tests {
     #[test]
     fn hash_is_stable_and_template_sensitive() {
         let d = deployment(3, "v1");
-        assert_eq!(template_hash(&d.spec.template, None), template_hash(&d.spec.template, None));
-        assert_ne!(template_hash(&d.spec.template, None), template_hash(&deployment(3, "v2").spec.template, None));
-        assert_ne!(template_hash(&d.spec.template, None), template_hash(&d.spec.template, Some(1)));
+        assert_eq!(
+            template_hash(&d.spec.template, None),
+            template_hash(&d.spec.template, None)
+        );
+        assert_ne!(
+            template_hash(&d.spec.template, None),
+            template_hash(&deployment(3, "v2").spec.template, None)
+        );
+        assert_ne!(
+            template_hash(&d.spec.template, None),
+            template_hash(&d.spec.template, Some(1))
+        );
     }
 
     #[test]
@@ -658,7 +855,10 @@ mod tests {
             for _ in 0..50 {
                 let (n, o) = rolling_counts(replicas, surge, unavail, new, &[old]);
                 let available_now = new.1.min(n) + old.1.min(o[0]);
-                assert!(available_now >= replicas - unavail, "surge {surge} unavail {unavail}");
+                assert!(
+                    available_now >= replicas - unavail,
+                    "surge {surge} unavail {unavail}"
+                );
                 assert!(n + o[0] <= replicas + surge);
                 new = (n, n.min(new.1 + 1).max(new.1.min(n)));
                 new.1 = n; // new pods become available
@@ -677,11 +877,25 @@ mod tests {
         let d = deployment(3, "v2");
         let old = rs_of(&d, "v1", 3, 3, 4);
         let dec = decide(&d, &[old], 3, podutil::now());
-        let DeployAction::CreateReplicaSet(rs) = &dec.actions[0] else { panic!("{:?}", dec.actions) };
+        let DeployAction::CreateReplicaSet(rs) = &dec.actions[0] else {
+            panic!("{:?}", dec.actions)
+        };
         assert_eq!(rs.metadata.annotations[REVISION_ANNOTATION], "5");
         assert_eq!(rs.spec.replicas, Some(1));
-        assert!(rs.spec.selector.as_ref().unwrap().match_labels.contains_key(HASH_LABEL));
-        assert!(dec.actions.iter().any(|a| matches!(a, DeployAction::UpdateReplicaSet { replicas: Some(2), .. })));
+        assert!(rs
+            .spec
+            .selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .contains_key(HASH_LABEL));
+        assert!(dec.actions.iter().any(|a| matches!(
+            a,
+            DeployAction::UpdateReplicaSet {
+                replicas: Some(2),
+                ..
+            }
+        )));
     }
 
     #[test]
@@ -690,16 +904,27 @@ mod tests {
         d.spec.strategy.type_ = "Recreate".into();
         d.spec.strategy.rolling_update = None;
         let old = rs_of(&d, "v1", 3, 3, 1);
-        let dec = decide(&d, &[old.clone()], 3, podutil::now());
+        let dec = decide(&d, std::slice::from_ref(&old), 3, podutil::now());
         assert_eq!(dec.actions.len(), 1, "{:?}", dec.actions);
-        assert!(matches!(&dec.actions[0], DeployAction::UpdateReplicaSet { replicas: Some(0), .. }));
+        assert!(matches!(
+            &dec.actions[0],
+            DeployAction::UpdateReplicaSet {
+                replicas: Some(0),
+                ..
+            }
+        ));
         // Old scaled to 0 but pods still running: nothing new yet.
         let mut zero = (*old).clone();
         zero.spec.replicas = Some(0);
         let dec = decide(&d, &[Arc::new(zero.clone())], 2, podutil::now());
-        assert!(!dec.actions.iter().any(|a| matches!(a, DeployAction::CreateReplicaSet(_))));
+        assert!(!dec
+            .actions
+            .iter()
+            .any(|a| matches!(a, DeployAction::CreateReplicaSet(_))));
         let dec = decide(&d, &[Arc::new(zero)], 0, podutil::now());
-        assert!(matches!(&dec.actions[0], DeployAction::CreateReplicaSet(rs) if rs.spec.replicas == Some(3)));
+        assert!(
+            matches!(&dec.actions[0], DeployAction::CreateReplicaSet(rs) if rs.spec.replicas == Some(3))
+        );
     }
 
     #[test]
@@ -708,7 +933,9 @@ mod tests {
         d.spec.progress_deadline_seconds = Some(5);
         d.spec.auto_rollback = Some(true);
         let mut good = (*rs_of(&d, "v1", 1, 1, 1)).clone();
-        good.metadata.annotations.insert(COMPLETE_ANNOTATION.into(), "true".into());
+        good.metadata
+            .annotations
+            .insert(COMPLETE_ANNOTATION.into(), "true".into());
         let bad = rs_of(&d, "v2", 2, 0, 2);
         let long_ago = podutil::now() - chrono::Duration::seconds(60);
         d.status.observed_generation = 1;
@@ -724,9 +951,17 @@ mod tests {
             last_transition_time: Some(long_ago),
             ..Default::default()
         });
-        let dec = decide(&d, &[Arc::new(good.clone()), bad.clone()], 1, podutil::now());
+        let dec = decide(
+            &d,
+            &[Arc::new(good.clone()), bad.clone()],
+            1,
+            podutil::now(),
+        );
         let cond = find_condition(&dec.status.conditions, "Progressing").unwrap();
-        assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "ProgressDeadlineExceeded"));
+        assert_eq!(
+            (cond.status.as_str(), cond.reason.as_str()),
+            ("False", "ProgressDeadlineExceeded")
+        );
         d.status = dec.status;
         let dec = decide(&d, &[Arc::new(good.clone()), bad], 1, podutil::now());
         match &dec.actions[0] {
@@ -742,13 +977,23 @@ mod tests {
     fn old_replicasets_beyond_history_are_deleted() {
         let d = deployment(1, "v4");
         let cur = rs_of(&d, "v4", 1, 1, 4);
-        let olds: Vec<Arc<ReplicaSet>> = (1..4).map(|i| rs_of(&d, &format!("v{i}"), 0, 0, i)).collect();
+        let olds: Vec<Arc<ReplicaSet>> = (1..4)
+            .map(|i| rs_of(&d, &format!("v{i}"), 0, 0, i))
+            .collect();
         let mut all = olds.clone();
         all.push(cur);
         let dec = decide(&d, &all, 0, podutil::now());
-        let deleted: Vec<&DeployAction> =
-            dec.actions.iter().filter(|a| matches!(a, DeployAction::DeleteReplicaSet(_))).collect();
-        assert_eq!(deleted, vec![&DeployAction::DeleteReplicaSet(olds[0].metadata.name.clone())]);
+        let deleted: Vec<&DeployAction> = dec
+            .actions
+            .iter()
+            .filter(|a| matches!(a, DeployAction::DeleteReplicaSet(_)))
+            .collect();
+        assert_eq!(
+            deleted,
+            vec![&DeployAction::DeleteReplicaSet(
+                olds[0].metadata.name.clone()
+            )]
+        );
     }
 
     #[test]

@@ -7,14 +7,33 @@ use shoal_bus::{ApiError, StoreError};
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     #[error("{verb} {kind} {object}: {source}")]
-    Api { verb: &'static str, kind: &'static str, object: String, source: ApiError },
+    Api {
+        verb: &'static str,
+        kind: &'static str,
+        object: String,
+        source: ApiError,
+    },
     #[error("{kind} {object}: {detail}")]
-    Invalid { kind: &'static str, object: String, detail: String },
+    Invalid {
+        kind: &'static str,
+        object: String,
+        detail: String,
+    },
 }
 
 impl ReconcileError {
-    pub fn api(verb: &'static str, kind: &'static str, object: impl Into<String>, source: ApiError) -> Self {
-        ReconcileError::Api { verb, kind, object: object.into(), source }
+    pub fn api(
+        verb: &'static str,
+        kind: &'static str,
+        object: impl Into<String>,
+        source: ApiError,
+    ) -> Self {
+        ReconcileError::Api {
+            verb,
+            kind,
+            object: object.into(),
+            source,
+        }
     }
 
     pub fn is_conflict(&self) -> bool {

@@ -44,11 +44,21 @@ pub fn reference<K: Resource>(obj: &K) -> ObjectReference {
 
 impl EventRecorder {
     pub fn new(api: ApiClient, component: impl Into<String>) -> Self {
-        EventRecorder { api, component: component.into(), seen: Default::default() }
+        EventRecorder {
+            api,
+            component: component.into(),
+            seen: Default::default(),
+        }
     }
 
     /// Records an event about `obj` in the background.
-    pub fn record<K: Resource>(&self, obj: &K, type_: &str, reason: &str, message: impl Into<String>) {
+    pub fn record<K: Resource>(
+        &self,
+        obj: &K,
+        type_: &str,
+        reason: &str,
+        message: impl Into<String>,
+    ) {
         let involved = reference(obj);
         let (type_, reason, message) = (type_.to_string(), reason.to_string(), message.into());
         tracing::debug!(object = %involved.name, kind = %involved.kind, %reason, %message, "event");
@@ -56,10 +66,21 @@ impl EventRecorder {
         tokio::spawn(async move { me.write(involved, type_, reason, message).await });
     }
 
-    async fn write(&self, involved: ObjectReference, type_: String, reason: String, message: String) {
+    async fn write(
+        &self,
+        involved: ObjectReference,
+        type_: String,
+        reason: String,
+        message: String,
+    ) {
         let now = Time::from(SystemTime::now());
         let key = (involved.uid.clone(), reason.clone(), message.clone());
-        let known = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        let known = self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
         if let Some((ns, name)) = known {
             if let Ok(mut existing) = self.api.get::<Event>(&ns, &name).await {
                 existing.count = existing.count.max(1) + 1;
@@ -69,8 +90,11 @@ impl EventRecorder {
                 }
             }
         }
-        let namespace =
-            if involved.namespace.is_empty() { "default".to_string() } else { involved.namespace.clone() };
+        let namespace = if involved.namespace.is_empty() {
+            "default".to_string()
+        } else {
+            involved.namespace.clone()
+        };
         let mut event = Event::default();
         event.metadata.namespace = namespace.clone();
         event.metadata.generate_name = format!("{}.", involved.name);
@@ -78,7 +102,10 @@ impl EventRecorder {
         event.reason = reason;
         event.message = message;
         event.type_ = type_;
-        event.source = EventSource { component: self.component.clone(), host: String::new() };
+        event.source = EventSource {
+            component: self.component.clone(),
+            host: String::new(),
+        };
         event.reporting_component = self.component.clone();
         event.first_timestamp = Some(now);
         event.last_timestamp = Some(now);

@@ -38,11 +38,19 @@ impl Expectations {
 
     /// Waits until `informer` reflects every write recorded for `owner_uid`.
     pub async fn wait<K: Resource>(&self, owner_uid: &str, informer: &Informer<K>) {
-        let Some(revision) = self.pending(owner_uid) else { return };
+        let Some(revision) = self.pending(owner_uid) else {
+            return;
+        };
         if informer.revision() < revision
-            && tokio::time::timeout(EXPIRY, informer.wait_for_revision(revision)).await.is_err()
+            && tokio::time::timeout(EXPIRY, informer.wait_for_revision(revision))
+                .await
+                .is_err()
         {
-            tracing::warn!(owner = owner_uid, revision, "cache did not catch up; expectation expired");
+            tracing::warn!(
+                owner = owner_uid,
+                revision,
+                "cache did not catch up; expectation expired"
+            );
         }
         let mut map = self.revisions.lock().unwrap_or_else(|e| e.into_inner());
         if map.get(owner_uid).is_some_and(|r| *r <= revision) {

@@ -58,7 +58,10 @@ pub enum OwnerStep {
     /// Remove the owner's references from these dependents, then the finalizer.
     Orphan(Vec<Dependent>),
     /// Delete these dependents (foreground), and remove the finalizer if `done`.
-    Foreground { delete: Vec<Dependent>, done: bool },
+    Foreground {
+        delete: Vec<Dependent>,
+        done: bool,
+    },
 }
 
 pub fn decide_owner_side(meta: &bus_schemas::ObjectMeta, dependents: &[Dependent]) -> OwnerStep {
@@ -93,8 +96,12 @@ pub fn decide_dependent_side(refs: &[OwnerReference], owner_exists: &[bool]) -> 
     if owner_exists.iter().all(|e| !e) {
         return DependentStep::Delete;
     }
-    let dangling: Vec<String> =
-        refs.iter().zip(owner_exists).filter(|(_, e)| !**e).map(|(r, _)| r.uid.clone()).collect();
+    let dangling: Vec<String> = refs
+        .iter()
+        .zip(owner_exists)
+        .filter(|(_, e)| !**e)
+        .map(|(r, _)| r.uid.clone())
+        .collect();
     if dangling.is_empty() {
         DependentStep::Keep
     } else {
@@ -113,7 +120,11 @@ fn namespace_of_owner(kind: &str, dependent_ns: &str) -> String {
 
 /// Whether the owner a reference names exists with the same uid. Unknown kinds count as
 /// existing (never delete on doubt); absence in the cache is confirmed with a live read.
-pub async fn owner_exists(ctx: &Ctx, r: &OwnerReference, dependent_ns: &str) -> Result<bool, ReconcileError> {
+pub async fn owner_exists(
+    ctx: &Ctx,
+    r: &OwnerReference,
+    dependent_ns: &str,
+) -> Result<bool, ReconcileError> {
     let ns = namespace_of_owner(&r.kind, dependent_ns);
     with_kind!(r.kind.as_str(), O => {
         if let Some(o) = ctx.informers.get::<O>().get(&ns, &r.name) {
@@ -199,13 +210,22 @@ pub async fn delete_any(
     }, _ => Ok(()))
 }
 
-async fn remove_finalizer<K: Resource>(ctx: &Ctx, obj: &K, finalizer: &str) -> Result<(), ReconcileError> {
+async fn remove_finalizer<K: Resource>(
+    ctx: &Ctx,
+    obj: &K,
+    finalizer: &str,
+) -> Result<(), ReconcileError> {
     let mut next = obj.clone();
     next.meta_mut().finalizers.retain(|f| f != finalizer);
     match ctx.api.update(&next).await {
         Ok(_) => Ok(()),
         Err(e) if e.is_not_found() => Ok(()),
-        Err(e) => Err(ReconcileError::api("update", K::INFO.kind, obj.meta().name.clone(), e)),
+        Err(e) => Err(ReconcileError::api(
+            "update",
+            K::INFO.kind,
+            obj.meta().name.clone(),
+            e,
+        )),
     }
 }
 
@@ -228,7 +248,15 @@ pub async fn reconcile<K: Resource>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action
             }
             OwnerStep::Foreground { delete, done } => {
                 for d in &delete {
-                    delete_any(&ctx, d.kind, &d.namespace, &d.name, Some("Foreground"), None).await?;
+                    delete_any(
+                        &ctx,
+                        d.kind,
+                        &d.namespace,
+                        &d.name,
+                        Some("Foreground"),
+                        None,
+                    )
+                    .await?;
                 }
                 if done {
                     remove_finalizer(&ctx, obj.as_ref(), FINALIZER_FOREGROUND).await?;
@@ -256,11 +284,12 @@ pub async fn reconcile<K: Resource>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action
             }
             DependentStep::DropReferences(uids) => {
                 let mut next = (*obj).clone();
-                next.meta_mut().owner_references.retain(|r| !uids.contains(&r.uid));
-                ctx.api
-                    .update(&next)
-                    .await
-                    .map_err(|e| ReconcileError::api("update", K::INFO.kind, meta.name.clone(), e))?;
+                next.meta_mut()
+                    .owner_references
+                    .retain(|r| !uids.contains(&r.uid));
+                ctx.api.update(&next).await.map_err(|e| {
+                    ReconcileError::api("update", K::INFO.kind, meta.name.clone(), e)
+                })?;
                 return Ok(Action::AwaitChange);
             }
         }
@@ -269,10 +298,25 @@ pub async fn reconcile<K: Resource>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action
     if K::INFO.namespaced && ctx.namespaces.get("", &meta.namespace).is_none() {
         match ctx.api.get::<Namespace>("", &meta.namespace).await {
             Err(e) if e.is_not_found() => {
-                delete_any(&ctx, K::INFO.kind, &meta.namespace, &meta.name, None, Some(0)).await?;
+                delete_any(
+                    &ctx,
+                    K::INFO.kind,
+                    &meta.namespace,
+                    &meta.name,
+                    None,
+                    Some(0),
+                )
+                .await?;
                 return Ok(Action::AwaitChange);
             }
-            Err(e) => return Err(ReconcileError::api("get", "Namespace", meta.namespace.clone(), e)),
+            Err(e) => {
+                return Err(ReconcileError::api(
+                    "get",
+                    "Namespace",
+                    meta.namespace.clone(),
+                    e,
+                ))
+            }
             Ok(_) => {}
         }
     }
@@ -328,7 +372,10 @@ pub async fn run(ctx: Arc<Ctx>, shutdown: Shutdown) {
     }
 }
 
-async fn route_changes<K: Resource>(ctx: Arc<Ctx>, queues: Arc<HashMap<&'static str, Arc<WorkQueue<ObjectKey>>>>) {
+async fn route_changes<K: Resource>(
+    ctx: Arc<Ctx>,
+    queues: Arc<HashMap<&'static str, Arc<WorkQueue<ObjectKey>>>>,
+) {
     let informer = ctx.informers.get::<K>();
     let mut rx = informer.subscribe();
     loop {
@@ -357,7 +404,10 @@ async fn route_changes<K: Resource>(ctx: Arc<Ctx>, queues: Arc<HashMap<&'static 
         // Owners waiting in foreground deletion for this dependent.
         for r in &meta.owner_references {
             if let Some(q) = queues.get(r.kind.as_str()) {
-                q.add(ObjectKey::new(namespace_of_owner(&r.kind, &meta.namespace), r.name.clone()));
+                q.add(ObjectKey::new(
+                    namespace_of_owner(&r.kind, &meta.namespace),
+                    r.name.clone(),
+                ));
             }
         }
         // A terminating namespace waiting for its content.
@@ -372,7 +422,13 @@ mod tests {
     use super::*;
 
     fn dep(name: &str, deleting: bool, blocks: bool) -> Dependent {
-        Dependent { kind: "Pod", namespace: "default".into(), name: name.into(), deleting, blocks }
+        Dependent {
+            kind: "Pod",
+            namespace: "default".into(),
+            name: name.into(),
+            deleting,
+            blocks,
+        }
     }
 
     fn meta(finalizers: &[&str], deleting: bool) -> bus_schemas::ObjectMeta {
@@ -387,24 +443,48 @@ mod tests {
     #[test]
     fn orphan_and_foreground() {
         let deps = [dep("a", false, true), dep("b", true, false)];
-        assert_eq!(decide_owner_side(&meta(&["orphan"], false), &deps), OwnerStep::Nothing);
-        assert_eq!(decide_owner_side(&meta(&["orphan"], true), &deps), OwnerStep::Orphan(deps.to_vec()));
         assert_eq!(
-            decide_owner_side(&meta(&["foregroundDeletion"], true), &deps),
-            OwnerStep::Foreground { delete: vec![deps[0].clone()], done: false }
+            decide_owner_side(&meta(&["orphan"], false), &deps),
+            OwnerStep::Nothing
         );
         assert_eq!(
-            decide_owner_side(&meta(&["foregroundDeletion"], true), &[dep("b", true, false)]),
-            OwnerStep::Foreground { delete: vec![], done: true }
+            decide_owner_side(&meta(&["orphan"], true), &deps),
+            OwnerStep::Orphan(deps.to_vec())
+        );
+        assert_eq!(
+            decide_owner_side(&meta(&["foregroundDeletion"], true), &deps),
+            OwnerStep::Foreground {
+                delete: vec![deps[0].clone()],
+                done: false
+            }
+        );
+        assert_eq!(
+            decide_owner_side(
+                &meta(&["foregroundDeletion"], true),
+                &[dep("b", true, false)]
+            ),
+            OwnerStep::Foreground {
+                delete: vec![],
+                done: true
+            }
         );
     }
 
     #[test]
     fn dependents_go_only_when_every_owner_is_gone() {
-        let r = |uid: &str| OwnerReference { uid: uid.into(), ..Default::default() };
+        let r = |uid: &str| OwnerReference {
+            uid: uid.into(),
+            ..Default::default()
+        };
         assert_eq!(decide_dependent_side(&[], &[]), DependentStep::Keep);
-        assert_eq!(decide_dependent_side(&[r("a")], &[true]), DependentStep::Keep);
-        assert_eq!(decide_dependent_side(&[r("a")], &[false]), DependentStep::Delete);
+        assert_eq!(
+            decide_dependent_side(&[r("a")], &[true]),
+            DependentStep::Keep
+        );
+        assert_eq!(
+            decide_dependent_side(&[r("a")], &[false]),
+            DependentStep::Delete
+        );
         assert_eq!(
             decide_dependent_side(&[r("a"), r("b")], &[true, false]),
             DependentStep::DropReferences(vec!["b".into()])

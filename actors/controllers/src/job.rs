@@ -70,7 +70,11 @@ pub fn format_indexes(set: &BTreeSet<i32>) -> String {
             end += 1;
             iter.next();
         }
-        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
     }
     parts.join(",")
 }
@@ -86,7 +90,13 @@ fn finished_at(pod: &Pod) -> Option<Time> {
     containers
         .filter_map(|c| c.state.terminated.as_ref().and_then(|t| t.finished_at))
         .max()
-        .or_else(|| pod.status.conditions.iter().filter_map(|c| c.last_transition_time).max())
+        .or_else(|| {
+            pod.status
+                .conditions
+                .iter()
+                .filter_map(|c| c.last_transition_time)
+                .max()
+        })
         .or(pod.metadata.creation_timestamp)
 }
 
@@ -103,7 +113,13 @@ fn count(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-pub fn decide(job: &Job, pods: &[Arc<Pod>], now: Time, backoff_base: Duration, backoff_max: Duration) -> JobDecision {
+pub fn decide(
+    job: &Job,
+    pods: &[Arc<Pod>],
+    now: Time,
+    backoff_base: Duration,
+    backoff_max: Duration,
+) -> JobDecision {
     let spec = &job.spec;
     let mut status = job.status.clone();
     let mut d = JobDecision {
@@ -141,14 +157,31 @@ pub fn decide(job: &Job, pods: &[Arc<Pod>], now: Time, backoff_base: Duration, b
     let indexed = spec.completion_mode == "Indexed";
     let completions = spec.completions;
     let parallelism = spec.parallelism.unwrap_or(1).max(0);
-    let active: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).filter(|p| is_active(p)).collect();
-    let succeeded: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).filter(|p| p.status.phase == "Succeeded").collect();
-    let failed: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).filter(|p| p.status.phase == "Failed").collect();
+    let active: Vec<&Pod> = pods
+        .iter()
+        .map(|p| p.as_ref())
+        .filter(|p| is_active(p))
+        .collect();
+    let succeeded: Vec<&Pod> = pods
+        .iter()
+        .map(|p| p.as_ref())
+        .filter(|p| p.status.phase == "Succeeded")
+        .collect();
+    let failed: Vec<&Pod> = pods
+        .iter()
+        .map(|p| p.as_ref())
+        .filter(|p| p.status.phase == "Failed")
+        .collect();
 
     let mut done_indexes = parse_indexes(&status.completed_indexes);
     if indexed {
         let limit = completions.unwrap_or(0);
-        done_indexes.extend(succeeded.iter().filter_map(|p| index_of(p)).filter(|i| *i >= 0 && *i < limit));
+        done_indexes.extend(
+            succeeded
+                .iter()
+                .filter_map(|p| index_of(p))
+                .filter(|i| *i >= 0 && *i < limit),
+        );
         status.completed_indexes = format_indexes(&done_indexes);
         status.succeeded = count(done_indexes.len());
     } else {
@@ -162,7 +195,9 @@ pub fn decide(job: &Job, pods: &[Arc<Pod>], now: Time, backoff_base: Duration, b
     }
 
     let all_active: Vec<String> = active.iter().map(|p| p.metadata.name.clone()).collect();
-    let finish = |type_: &str, reason: &str, message: String| Some((type_.to_string(), reason.to_string(), message));
+    let finish = |type_: &str, reason: &str, message: String| {
+        Some((type_.to_string(), reason.to_string(), message))
+    };
     let backoff_limit = spec.backoff_limit.unwrap_or(6);
     let deadline = match (spec.active_deadline_seconds, status.start_time) {
         (Some(s), Some(start)) => Some(start + chrono::Duration::seconds(s)),
@@ -174,10 +209,18 @@ pub fn decide(job: &Job, pods: &[Arc<Pod>], now: Time, backoff_base: Duration, b
         None => status.succeeded > 0 && active.is_empty(),
     };
     if status.failed > backoff_limit {
-        d.finished = finish("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit".into());
+        d.finished = finish(
+            "Failed",
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit".into(),
+        );
         d.delete = all_active;
     } else if deadline.is_some_and(|t| t <= now) {
-        d.finished = finish("Failed", "DeadlineExceeded", "Job was active longer than specified deadline".into());
+        d.finished = finish(
+            "Failed",
+            "DeadlineExceeded",
+            "Job was active longer than specified deadline".into(),
+        );
         d.delete = all_active;
     } else if complete {
         d.finished = finish("Complete", "Completed", "Job completed".into());
@@ -196,14 +239,21 @@ pub fn decide(job: &Job, pods: &[Arc<Pod>], now: Time, backoff_base: Duration, b
         let have = count(active.len());
         if have < want {
             let last_failure = failed.iter().filter_map(|p| finished_at(p)).max();
-            let delay = chrono::Duration::from_std(backoff(status.failed, backoff_base, backoff_max)).unwrap_or_default();
+            let delay =
+                chrono::Duration::from_std(backoff(status.failed, backoff_base, backoff_max))
+                    .unwrap_or_default();
             match last_failure.map(|t| t + delay).filter(|t| *t > now) {
-                Some(retry_at) => d.requeue_after = Some(podutil::until(retry_at, now) + Duration::from_millis(20)),
+                Some(retry_at) => {
+                    d.requeue_after =
+                        Some(podutil::until(retry_at, now) + Duration::from_millis(20))
+                }
                 None => {
                     let n = usize::try_from(want - have).unwrap_or(0);
                     if indexed {
-                        let held: BTreeSet<i32> = active.iter().filter_map(|p| index_of(p)).collect();
-                        let free = (0..completions.unwrap_or(0)).filter(|i| !done_indexes.contains(i) && !held.contains(i));
+                        let held: BTreeSet<i32> =
+                            active.iter().filter_map(|p| index_of(p)).collect();
+                        let free = (0..completions.unwrap_or(0))
+                            .filter(|i| !done_indexes.contains(i) && !held.contains(i));
                         d.create = free.take(n).map(Some).collect();
                     } else {
                         d.create = vec![None; n];
@@ -212,7 +262,11 @@ pub fn decide(job: &Job, pods: &[Arc<Pod>], now: Time, backoff_base: Duration, b
             }
         } else if have > want {
             let order = crate::replicaset::deletion_order(active.clone());
-            d.delete = order.iter().take(usize::try_from(have - want).unwrap_or(0)).map(|p| p.metadata.name.clone()).collect();
+            d.delete = order
+                .iter()
+                .take(usize::try_from(have - want).unwrap_or(0))
+                .map(|p| p.metadata.name.clone())
+                .collect();
         }
         if let Some(t) = deadline {
             let until = podutil::until(t, now) + Duration::from_millis(20);
@@ -230,7 +284,10 @@ pub fn decide(job: &Job, pods: &[Arc<Pod>], now: Time, backoff_base: Duration, b
         };
         set_condition(&mut status.conditions, cond, now);
         if let Some(ttl) = spec.ttl_seconds_after_finished {
-            d.requeue_after = Some(Duration::from_secs(u64::try_from(ttl.max(0)).unwrap_or(0)) + Duration::from_millis(20));
+            d.requeue_after = Some(
+                Duration::from_secs(u64::try_from(ttl.max(0)).unwrap_or(0))
+                    + Duration::from_millis(20),
+            );
         }
     }
     d.status = status;
@@ -243,16 +300,34 @@ pub fn job_pod(job: &Job, index: Option<i32>) -> Pod {
         Some(i) => format!("{}-{i}-", job.metadata.name),
         None => format!("{}-", job.metadata.name),
     };
-    let mut pod = podutil::pod_from_template(&job.spec.template, &job.metadata.namespace, &generate, podutil::controller_ref(job));
+    let mut pod = podutil::pod_from_template(
+        &job.spec.template,
+        &job.metadata.namespace,
+        &generate,
+        podutil::controller_ref(job),
+    );
     if let Some(i) = index {
-        pod.metadata.annotations.insert(INDEX_ANNOTATION.into(), i.to_string());
-        pod.metadata.labels.insert(INDEX_ANNOTATION.into(), i.to_string());
+        pod.metadata
+            .annotations
+            .insert(INDEX_ANNOTATION.into(), i.to_string());
+        pod.metadata
+            .labels
+            .insert(INDEX_ANNOTATION.into(), i.to_string());
         if pod.spec.hostname.is_empty() {
             pod.spec.hostname = format!("{}-{i}", job.metadata.name);
         }
-        for c in pod.spec.init_containers.iter_mut().chain(pod.spec.containers.iter_mut()) {
+        for c in pod
+            .spec
+            .init_containers
+            .iter_mut()
+            .chain(pod.spec.containers.iter_mut())
+        {
             c.env.retain(|e| e.name != INDEX_ENV);
-            c.env.push(EnvVar { name: INDEX_ENV.into(), value: i.to_string(), value_from: None });
+            c.env.push(EnvVar {
+                name: INDEX_ENV.into(),
+                value: i.to_string(),
+                value_from: None,
+            });
         }
     }
     pod
@@ -262,12 +337,25 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Reconcile
     let uid = job.metadata.uid.clone();
     let key = format!("{}/{}", job.metadata.namespace, job.metadata.name);
     ctx.expectations.wait(&uid, &ctx.pods).await;
-    let pods: Vec<Arc<Pod>> = ctx.pods.by_index(INDEX_OWNER, &uid).into_iter().filter(|p| is_owned_by(&p.metadata, &uid)).collect();
+    let pods: Vec<Arc<Pod>> = ctx
+        .pods
+        .by_index(INDEX_OWNER, &uid)
+        .into_iter()
+        .filter(|p| is_owned_by(&p.metadata, &uid))
+        .collect();
     let now = podutil::now();
     let t = &ctx.tunables;
     let d = decide(&job, &pods, now, t.job_backoff_base, t.job_backoff_max);
     if d.delete_job {
-        crate::gc::delete_any(&ctx, "Job", &job.metadata.namespace, &job.metadata.name, Some("Background"), None).await?;
+        crate::gc::delete_any(
+            &ctx,
+            "Job",
+            &job.metadata.namespace,
+            &job.metadata.name,
+            Some("Background"),
+            None,
+        )
+        .await?;
         return Ok(Action::AwaitChange);
     }
     for name in &d.delete {
@@ -278,19 +366,28 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Reconcile
         match ctx.api.create(&pod).await {
             Ok(created) => {
                 ctx.expectations.expect(&uid, created.metadata.revision());
-                ctx.events.record(job.as_ref(), NORMAL, "SuccessfulCreate", format!("Created pod: {}", created.metadata.name));
+                ctx.events.record(
+                    job.as_ref(),
+                    NORMAL,
+                    "SuccessfulCreate",
+                    format!("Created pod: {}", created.metadata.name),
+                );
             }
             Err(e) => return Err(ReconcileError::api("create", "Pod", key, e)),
         }
     }
     if let Some((type_, reason, message)) = &d.finished {
         let kind = if type_ == "Failed" { WARNING } else { NORMAL };
-        ctx.events.record(job.as_ref(), kind, reason, message.clone());
+        ctx.events
+            .record(job.as_ref(), kind, reason, message.clone());
     }
     if d.status != job.status {
         let mut next = (*job).clone();
         next.status = d.status;
-        ctx.api.update_status(&next).await.map_err(|e| ReconcileError::api("update-status", "Job", key, e))?;
+        ctx.api
+            .update_status(&next)
+            .await
+            .map_err(|e| ReconcileError::api("update-status", "Job", key, e))?;
     }
     Ok(match d.requeue_after {
         Some(after) => Action::RequeueAfter(after),
@@ -310,8 +407,19 @@ mod tests {
         j.spec.completions = completions;
         j.spec.parallelism = Some(parallelism);
         j.spec.backoff_limit = Some(2);
-        j.spec.completion_mode = if indexed { "Indexed".into() } else { "NonIndexed".into() };
-        j.spec.template.spec.containers.push(bus_schemas::kinds::Container { name: "c".into(), ..Default::default() });
+        j.spec.completion_mode = if indexed {
+            "Indexed".into()
+        } else {
+            "NonIndexed".into()
+        };
+        j.spec
+            .template
+            .spec
+            .containers
+            .push(bus_schemas::kinds::Container {
+                name: "c".into(),
+                ..Default::default()
+            });
         j
     }
 
@@ -339,11 +447,24 @@ mod tests {
         let j = job(Some(4), 2, false);
         let d = decide(&j, &[], podutil::now(), B, M);
         assert_eq!(d.create, vec![None, None]);
-        let pods = [pod("a", "Succeeded", None, 5), pod("b", "Succeeded", None, 5), pod("c", "Succeeded", None, 5), pod("d", "Running", None, 1)];
+        let pods = [
+            pod("a", "Succeeded", None, 5),
+            pod("b", "Succeeded", None, 5),
+            pod("c", "Succeeded", None, 5),
+            pod("d", "Running", None, 1),
+        ];
         let d = decide(&j, &pods, podutil::now(), B, M);
-        assert!(d.create.is_empty(), "only one completion left and one pod runs");
+        assert!(
+            d.create.is_empty(),
+            "only one completion left and one pod runs"
+        );
         assert_eq!(d.status.succeeded, 3);
-        let pods = [pod("a", "Succeeded", None, 5), pod("b", "Succeeded", None, 5), pod("c", "Succeeded", None, 5), pod("d", "Succeeded", None, 1)];
+        let pods = [
+            pod("a", "Succeeded", None, 5),
+            pod("b", "Succeeded", None, 5),
+            pod("c", "Succeeded", None, 5),
+            pod("d", "Succeeded", None, 1),
+        ];
         let d = decide(&j, &pods, podutil::now(), B, M);
         assert_eq!(d.finished.as_ref().map(|f| f.0.as_str()), Some("Complete"));
         assert!(d.status.completion_time.is_some());
@@ -352,13 +473,19 @@ mod tests {
     #[test]
     fn indexed_jobs_fill_free_indexes() {
         let j = job(Some(4), 2, true);
-        let pods = [pod("a", "Succeeded", Some(0), 5), pod("b", "Running", Some(1), 5)];
+        let pods = [
+            pod("a", "Succeeded", Some(0), 5),
+            pod("b", "Running", Some(1), 5),
+        ];
         let d = decide(&j, &pods, podutil::now(), B, M);
         assert_eq!(d.create, vec![Some(2)]);
         assert_eq!(d.status.completed_indexes, "0");
         let p = job_pod(&j, Some(3));
         assert_eq!(p.metadata.annotations[INDEX_ANNOTATION], "3");
-        assert!(p.spec.containers[0].env.iter().any(|e| e.name == INDEX_ENV && e.value == "3"));
+        assert!(p.spec.containers[0]
+            .env
+            .iter()
+            .any(|e| e.name == INDEX_ENV && e.value == "3"));
     }
 
     #[test]
@@ -369,9 +496,17 @@ mod tests {
         assert!(d.requeue_after.is_some());
         let d = decide(&j, &[pod("a", "Failed", None, 100)], podutil::now(), B, M);
         assert_eq!(d.create, vec![None], "back-off over");
-        let pods = [pod("a", "Failed", None, 100), pod("b", "Failed", None, 100), pod("c", "Failed", None, 100), pod("d", "Running", None, 1)];
+        let pods = [
+            pod("a", "Failed", None, 100),
+            pod("b", "Failed", None, 100),
+            pod("c", "Failed", None, 100),
+            pod("d", "Running", None, 1),
+        ];
         let d = decide(&j, &pods, podutil::now(), B, M);
-        assert_eq!(d.finished.as_ref().map(|f| f.1.as_str()), Some("BackoffLimitExceeded"));
+        assert_eq!(
+            d.finished.as_ref().map(|f| f.1.as_str()),
+            Some("BackoffLimitExceeded")
+        );
         assert_eq!(d.delete, vec!["d".to_string()]);
         assert_eq!(backoff(3, B, M), Duration::from_secs(40));
         assert_eq!(backoff(30, B, M), M);
@@ -383,7 +518,10 @@ mod tests {
         j.spec.active_deadline_seconds = Some(5);
         j.status.start_time = Some(podutil::now() - chrono::Duration::seconds(10));
         let d = decide(&j, &[pod("a", "Running", None, 10)], podutil::now(), B, M);
-        assert_eq!(d.finished.as_ref().map(|f| f.1.as_str()), Some("DeadlineExceeded"));
+        assert_eq!(
+            d.finished.as_ref().map(|f| f.1.as_str()),
+            Some("DeadlineExceeded")
+        );
         assert_eq!(d.delete, vec!["a".to_string()]);
     }
 

@@ -60,8 +60,11 @@ pub struct ControllersConfig {
 impl ControllersConfig {
     /// Leader election on the Lease `shoal-system/shoal-controllers` with this identity.
     pub fn with_leader_election(mut self, identity: impl Into<String>) -> Self {
-        self.leader_election =
-            Some(LeaderElectionConfig::new("shoal-system", "shoal-controllers", identity));
+        self.leader_election = Some(LeaderElectionConfig::new(
+            "shoal-system",
+            "shoal-controllers",
+            identity,
+        ));
         self
     }
 }
@@ -179,7 +182,14 @@ fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
             .map(|rs| ObjectKey::of(rs.as_ref()))
             .collect()
     });
-    tasks.push(spawn(replicaset::NAME, ctx.replicasets.clone(), queue, &ctx, replicaset::reconcile, &sd));
+    tasks.push(spawn(
+        replicaset::NAME,
+        ctx.replicasets.clone(),
+        queue,
+        &ctx,
+        replicaset::reconcile,
+        &sd,
+    ));
 
     // Deployment: its ReplicaSets, and their pods (Recreate waits for old pods to go).
     let queue = WorkQueue::new(backoff);
@@ -194,19 +204,44 @@ fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
             .flat_map(|rs| owner_key::<Deployment>(&rs.metadata))
             .collect()
     });
-    tasks.push(spawn(deployment::NAME, ctx.deployments.clone(), queue, &ctx, deployment::reconcile, &sd));
+    tasks.push(spawn(
+        deployment::NAME,
+        ctx.deployments.clone(),
+        queue,
+        &ctx,
+        deployment::reconcile,
+        &sd,
+    ));
 
     // DaemonSet: its pods, and every node change (eligibility may change).
     let queue = WorkQueue::new(backoff);
-    controller::feed_mapped(&ctx.pods, queue.clone(), |_, pod: &Pod| owner_key::<DaemonSet>(&pod.metadata));
+    controller::feed_mapped(&ctx.pods, queue.clone(), |_, pod: &Pod| {
+        owner_key::<DaemonSet>(&pod.metadata)
+    });
     let dss = ctx.daemonsets.clone();
     controller::feed_mapped(&ctx.nodes, queue.clone(), move |_, _node: &Node| dss.keys());
-    tasks.push(spawn(daemonset::NAME, ctx.daemonsets.clone(), queue, &ctx, daemonset::reconcile, &sd));
+    tasks.push(spawn(
+        daemonset::NAME,
+        ctx.daemonsets.clone(),
+        queue,
+        &ctx,
+        daemonset::reconcile,
+        &sd,
+    ));
 
     // Job: its pods.
     let queue = WorkQueue::new(backoff);
-    controller::feed_mapped(&ctx.pods, queue.clone(), |_, pod: &Pod| owner_key::<Job>(&pod.metadata));
-    tasks.push(spawn(job::NAME, ctx.jobs.clone(), queue, &ctx, job::reconcile, &sd));
+    controller::feed_mapped(&ctx.pods, queue.clone(), |_, pod: &Pod| {
+        owner_key::<Job>(&pod.metadata)
+    });
+    tasks.push(spawn(
+        job::NAME,
+        ctx.jobs.clone(),
+        queue,
+        &ctx,
+        job::reconcile,
+        &sd,
+    ));
 
     // Node lifecycle: heartbeats.
     let queue = WorkQueue::new(backoff);
@@ -217,7 +252,14 @@ fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
             Vec::new()
         }
     });
-    tasks.push(spawn(nodelifecycle::NAME, ctx.nodes.clone(), queue, &ctx, nodelifecycle::reconcile, &sd));
+    tasks.push(spawn(
+        nodelifecycle::NAME,
+        ctx.nodes.clone(),
+        queue,
+        &ctx,
+        nodelifecycle::reconcile,
+        &sd,
+    ));
 
     // Garbage collection (every kind) and namespaces.
     tasks.push(tokio::spawn(gc::run(ctx.clone(), sd.clone())));

@@ -24,7 +24,10 @@ pub const FINALIZER: &str = "shoal.io/namespace-content";
 pub enum NamespaceStep {
     AddFinalizer,
     /// Delete these (kind, name); `remaining` objects still exist.
-    DeleteContent { delete: Vec<(&'static str, String)>, remaining: usize },
+    DeleteContent {
+        delete: Vec<(&'static str, String)>,
+        remaining: usize,
+    },
     RemoveFinalizer,
     Nothing,
 }
@@ -37,7 +40,11 @@ pub fn decide(ns: &Namespace, content: &[(&'static str, String, bool)]) -> Names
         (false, true) | (true, false) => NamespaceStep::Nothing,
         (true, true) if content.is_empty() => NamespaceStep::RemoveFinalizer,
         (true, true) => NamespaceStep::DeleteContent {
-            delete: content.iter().filter(|c| !c.2).map(|c| (c.0, c.1.clone())).collect(),
+            delete: content
+                .iter()
+                .filter(|c| !c.2)
+                .map(|c| (c.0, c.1.clone()))
+                .collect(),
             remaining: content.len(),
         },
     }
@@ -91,11 +98,20 @@ mod tests {
         let mut ns = Namespace::default();
         assert_eq!(decide(&ns, &[]), NamespaceStep::AddFinalizer);
         ns.metadata.finalizers.push(FINALIZER.into());
-        assert_eq!(decide(&ns, &[("Pod", "a".into(), false)]), NamespaceStep::Nothing);
+        assert_eq!(
+            decide(&ns, &[("Pod", "a".into(), false)]),
+            NamespaceStep::Nothing
+        );
         ns.metadata.deletion_timestamp = Some(crate::podutil::now());
         assert_eq!(
-            decide(&ns, &[("Pod", "a".into(), false), ("Pod", "b".into(), true)]),
-            NamespaceStep::DeleteContent { delete: vec![("Pod", "a".into())], remaining: 2 }
+            decide(
+                &ns,
+                &[("Pod", "a".into(), false), ("Pod", "b".into(), true)]
+            ),
+            NamespaceStep::DeleteContent {
+                delete: vec![("Pod", "a".into())],
+                remaining: 2
+            }
         );
         assert_eq!(decide(&ns, &[]), NamespaceStep::RemoveFinalizer);
     }

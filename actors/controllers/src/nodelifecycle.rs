@@ -76,7 +76,11 @@ pub fn decide_node(node: &Node, lease: Option<&Lease>, now: Time, grace: Duratio
             ..Default::default()
         });
     }
-    let effective = ready.as_ref().or(current).map(|c| c.status.clone()).unwrap_or_default();
+    let effective = ready
+        .as_ref()
+        .or(current)
+        .map(|c| c.status.clone())
+        .unwrap_or_default();
     let wanted_key = match effective.as_str() {
         "Unknown" => Some(TAINT_UNREACHABLE),
         "False" => Some(TAINT_NOT_READY),
@@ -95,24 +99,40 @@ pub fn decide_node(node: &Node, lease: Option<&Lease>, now: Time, grace: Duratio
     if let Some(key) = wanted_key {
         for effect in ["NoSchedule", "NoExecute"] {
             if !taints.iter().any(|t| t.key == key && t.effect == effect) {
-                taints.push(Taint { key: key.into(), value: String::new(), effect: effect.into(), time_added: Some(now) });
+                taints.push(Taint {
+                    key: key.into(),
+                    value: String::new(),
+                    effect: effect.into(),
+                    time_added: Some(now),
+                });
             }
         }
     }
     let taints = (taints != node.spec.taints).then_some(taints);
     let recheck_at = (!lapsed).then_some(last_heartbeat + grace);
-    NodeDecision { ready, taints, recheck_at }
+    NodeDecision {
+        ready,
+        taints,
+        recheck_at,
+    }
 }
 
 /// When `pod` must be evicted from a node with `taints`: None if it tolerates every NoExecute
 /// taint forever (or there is none).
-pub fn eviction_time(pod: &Pod, taints: &[Taint], default_toleration: Duration, now: Time) -> Option<Time> {
+pub fn eviction_time(
+    pod: &Pod,
+    taints: &[Taint],
+    default_toleration: Duration,
+    now: Time,
+) -> Option<Time> {
     let default = chrono::Duration::from_std(default_toleration).unwrap_or_default();
     let mut earliest: Option<Time> = None;
     for taint in taints.iter().filter(|t| t.effect == "NoExecute") {
         let added = taint.time_added.unwrap_or(now);
         let tolerated_for = match pod.spec.tolerations.iter().find(|t| t.tolerates(taint)) {
-            Some(t) => t.toleration_seconds.map(|s| chrono::Duration::seconds(s.max(0))),
+            Some(t) => t
+                .toleration_seconds
+                .map(|s| chrono::Duration::seconds(s.max(0))),
             None if taint.key == TAINT_UNREACHABLE || taint.key == TAINT_NOT_READY => Some(default),
             None => Some(chrono::Duration::zero()),
         };
@@ -141,9 +161,19 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
             .await
             .map_err(|e| ReconcileError::api("update-status", "Node", name.clone(), e))?;
         if ready.status == "Unknown" {
-            ctx.events.record(&current, WARNING, "NodeNotReady", format!("Node {name} status is now: NodeNotReady"));
+            ctx.events.record(
+                &current,
+                WARNING,
+                "NodeNotReady",
+                format!("Node {name} status is now: NodeNotReady"),
+            );
         } else {
-            ctx.events.record(&current, NORMAL, "NodeReady", format!("Node {name} status is now: NodeReady"));
+            ctx.events.record(
+                &current,
+                NORMAL,
+                "NodeReady",
+                format!("Node {name} status is now: NodeReady"),
+            );
         }
     }
     if let Some(taints) = &decision.taints {
@@ -159,23 +189,39 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
     let mut next_eviction: Option<Time> = None;
     if current.spec.taints.iter().any(|t| t.effect == "NoExecute") {
         for pod in ctx.pods.by_index(INDEX_NODE, &name) {
-            if pod.is_terminal() || (pod.metadata.is_deleting() && pod.metadata.deletion_grace_period_seconds == Some(0)) {
+            if pod.is_terminal()
+                || (pod.metadata.is_deleting()
+                    && pod.metadata.deletion_grace_period_seconds == Some(0))
+            {
                 continue;
             }
-            let Some(at) = eviction_time(&pod, &current.spec.taints, tunables.default_unreachable_toleration, now) else {
+            let Some(at) = eviction_time(
+                &pod,
+                &current.spec.taints,
+                tunables.default_unreachable_toleration,
+                now,
+            ) else {
                 continue;
             };
             if at <= now {
                 let (ns, pname) = (&pod.metadata.namespace, &pod.metadata.name);
                 tracing::info!(node = %name, pod = %format!("{ns}/{pname}"), "evicting pod from tainted node");
                 delete_any(&ctx, "Pod", ns, pname, None, Some(0)).await?;
-                ctx.events.record(pod.as_ref(), NORMAL, "TaintManagerEviction", format!("Marking for deletion Pod {ns}/{pname}"));
+                ctx.events.record(
+                    pod.as_ref(),
+                    NORMAL,
+                    "TaintManagerEviction",
+                    format!("Marking for deletion Pod {ns}/{pname}"),
+                );
             } else {
                 next_eviction = Some(next_eviction.map_or(at, |e| e.min(at)));
             }
         }
     }
-    let next = [decision.recheck_at, next_eviction].into_iter().flatten().min();
+    let next = [decision.recheck_at, next_eviction]
+        .into_iter()
+        .flatten()
+        .min();
     Ok(match next {
         Some(at) => Action::RequeueAfter(podutil::until(at, now) + Duration::from_millis(50)),
         None => Action::RequeueAfter(Duration::from_secs(5)),
@@ -208,7 +254,12 @@ mod tests {
     #[test]
     fn lapsed_lease_makes_node_unknown_and_tainted() {
         let n = node_with_ready("True", "NodeReady");
-        let d = decide_node(&n, Some(&lease(30)), podutil::now(), Duration::from_secs(10));
+        let d = decide_node(
+            &n,
+            Some(&lease(30)),
+            podutil::now(),
+            Duration::from_secs(10),
+        );
         assert_eq!(d.ready.as_ref().unwrap().status, "Unknown");
         let taints = d.taints.unwrap();
         assert_eq!(taints.len(), 2);
@@ -219,11 +270,26 @@ mod tests {
     #[test]
     fn fresh_lease_untaints_and_restores_only_our_unknown() {
         let mut n = node_with_ready("Unknown", REASON_UNKNOWN);
-        n.spec.taints.push(Taint { key: TAINT_UNREACHABLE.into(), effect: "NoExecute".into(), ..Default::default() });
-        n.spec.taints.push(Taint { key: "dedicated".into(), effect: "NoSchedule".into(), ..Default::default() });
+        n.spec.taints.push(Taint {
+            key: TAINT_UNREACHABLE.into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        });
+        n.spec.taints.push(Taint {
+            key: "dedicated".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
         let d = decide_node(&n, Some(&lease(1)), podutil::now(), Duration::from_secs(10));
         assert_eq!(d.ready.unwrap().status, "True");
-        assert_eq!(d.taints.unwrap().iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), vec!["dedicated"]);
+        assert_eq!(
+            d.taints
+                .unwrap()
+                .iter()
+                .map(|t| t.key.as_str())
+                .collect::<Vec<_>>(),
+            vec!["dedicated"]
+        );
         // A node the agent reports not ready keeps its condition and gets not-ready taints.
         let n = node_with_ready("False", "KubeletNotReady");
         let d = decide_node(&n, Some(&lease(1)), podutil::now(), Duration::from_secs(10));
@@ -237,9 +303,17 @@ mod tests {
     #[test]
     fn eviction_respects_tolerations() {
         let now = podutil::now();
-        let taint = Taint { key: TAINT_UNREACHABLE.into(), effect: "NoExecute".into(), value: String::new(), time_added: Some(now) };
+        let taint = Taint {
+            key: TAINT_UNREACHABLE.into(),
+            effect: "NoExecute".into(),
+            value: String::new(),
+            time_added: Some(now),
+        };
         let mut pod = Pod::default();
-        assert_eq!(eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now), Some(now + chrono::Duration::seconds(5)));
+        assert_eq!(
+            eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now),
+            Some(now + chrono::Duration::seconds(5))
+        );
         pod.spec.tolerations.push(Toleration {
             key: TAINT_UNREACHABLE.into(),
             operator: "Exists".into(),
@@ -247,10 +321,24 @@ mod tests {
             toleration_seconds: Some(60),
             ..Default::default()
         });
-        assert_eq!(eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now), Some(now + chrono::Duration::seconds(60)));
+        assert_eq!(
+            eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now),
+            Some(now + chrono::Duration::seconds(60))
+        );
         pod.spec.tolerations[0].toleration_seconds = None;
-        assert_eq!(eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now), None);
-        let other = Taint { key: "gpu-broken".into(), effect: "NoExecute".into(), value: String::new(), time_added: Some(now) };
-        assert_eq!(eviction_time(&Pod::default(), &[other], Duration::from_secs(5), now), Some(now));
+        assert_eq!(
+            eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now),
+            None
+        );
+        let other = Taint {
+            key: "gpu-broken".into(),
+            effect: "NoExecute".into(),
+            value: String::new(),
+            time_added: Some(now),
+        };
+        assert_eq!(
+            eviction_time(&Pod::default(), &[other], Duration::from_secs(5), now),
+            Some(now)
+        );
     }
 }

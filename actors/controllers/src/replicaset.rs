@@ -56,7 +56,14 @@ fn deletion_rank(pod: &Pod) -> impl Ord {
     let ready = pod.is_ready();
     let ready_since = podutil::ready_since(pod).flatten();
     let created = pod.metadata.creation_timestamp;
-    (scheduled, phase, ready, Reverse(ready_since), Reverse(created), pod.metadata.name.clone())
+    (
+        scheduled,
+        phase,
+        ready,
+        Reverse(ready_since),
+        Reverse(created),
+        pod.metadata.name.clone(),
+    )
 }
 
 /// Orders surplus pods for deletion (the first are deleted first).
@@ -96,7 +103,10 @@ pub fn decide(rs: &ReplicaSet, candidates: &[Arc<Pod>], now: Time) -> Decision {
             actions.push(PodAction::Create((want - active.len()).min(BURST)));
         } else if active.len() > want {
             let surplus = active.len() - want;
-            for pod in deletion_order(active.clone()).into_iter().take(surplus.min(BURST)) {
+            for pod in deletion_order(active.clone())
+                .into_iter()
+                .take(surplus.min(BURST))
+            {
                 actions.push(PodAction::Delete(pod.metadata.name.clone()));
             }
         }
@@ -107,8 +117,11 @@ pub fn decide(rs: &ReplicaSet, candidates: &[Arc<Pod>], now: Time) -> Decision {
     };
     let mut status = rs.status.clone();
     status.replicas = count(&|_| true);
-    status.fully_labeled_replicas =
-        count(&|p| template_labels.iter().all(|(k, v)| p.metadata.labels.get(k) == Some(v)));
+    status.fully_labeled_replicas = count(&|p| {
+        template_labels
+            .iter()
+            .all(|(k, v)| p.metadata.labels.get(k) == Some(v))
+    });
     status.ready_replicas = count(&|p| p.is_ready());
     status.available_replicas = count(&|p| is_available(p, min_ready, now));
     status.observed_generation = rs.metadata.generation;
@@ -117,12 +130,18 @@ pub fn decide(rs: &ReplicaSet, candidates: &[Arc<Pod>], now: Time) -> Decision {
         .filter(|p| !is_available(p, min_ready, now))
         .filter_map(|p| available_at(p, min_ready))
         .min();
-    Decision { actions, status, requeue_at }
+    Decision {
+        actions,
+        status,
+        requeue_at,
+    }
 }
 
 /// The pods a ReplicaSet may own: its own, and orphans matching its selector.
 fn candidates(rs: &ReplicaSet, ctx: &Ctx) -> Vec<Arc<Pod>> {
-    let mut pods = ctx.pods.by_index(shoal_bus::informer::INDEX_OWNER, &rs.metadata.uid);
+    let mut pods = ctx
+        .pods
+        .by_index(shoal_bus::informer::INDEX_OWNER, &rs.metadata.uid);
     let selector: Option<Selector> = rs
         .spec
         .selector
@@ -131,7 +150,11 @@ fn candidates(rs: &ReplicaSet, ctx: &Ctx) -> Vec<Arc<Pod>> {
         .and_then(|s| s.to_selector().ok());
     if let Some(selector) = selector {
         let orphans = ctx.pods.list(Some(&rs.metadata.namespace), &selector);
-        pods.extend(orphans.into_iter().filter(|p| p.metadata.controller_ref().is_none()));
+        pods.extend(
+            orphans
+                .into_iter()
+                .filter(|p| p.metadata.controller_ref().is_none()),
+        );
     }
     pods
 }
@@ -162,28 +185,35 @@ fn key<K: Resource>(obj: &K) -> String {
 
 /// Performs the actions; returns whether anything was written (the status is then written by
 /// the reconcile the resulting pod events trigger, computed from what the cache shows).
-async fn perform(rs: &ReplicaSet, ctx: &Ctx, actions: &[PodAction]) -> Result<bool, ReconcileError> {
+async fn perform(
+    rs: &ReplicaSet,
+    ctx: &Ctx,
+    actions: &[PodAction],
+) -> Result<bool, ReconcileError> {
     let ns = &rs.metadata.namespace;
     let uid = &rs.metadata.uid;
     let mut wrote = false;
     for action in actions {
         match action {
             PodAction::Adopt(name) | PodAction::Release(name) => {
-                let Some(pod) = ctx.pods.get(ns, name) else { continue };
+                let Some(pod) = ctx.pods.get(ns, name) else {
+                    continue;
+                };
                 let mut next = (*pod).clone();
                 if matches!(action, PodAction::Adopt(_)) {
                     if next.metadata.controller_ref().is_some() {
                         continue;
                     }
-                    next.metadata.owner_references.push(podutil::controller_ref(rs));
+                    next.metadata
+                        .owner_references
+                        .push(podutil::controller_ref(rs));
                 } else {
                     next.metadata.owner_references.retain(|r| r.uid != *uid);
                 }
-                let written = ctx
-                    .api
-                    .update(&next)
-                    .await
-                    .map_err(|e| ReconcileError::api("update", "Pod", format!("{ns}/{name}"), e))?;
+                let written =
+                    ctx.api.update(&next).await.map_err(|e| {
+                        ReconcileError::api("update", "Pod", format!("{ns}/{name}"), e)
+                    })?;
                 ctx.expectations.expect(uid, written.metadata.revision());
                 wrote = true;
             }
@@ -204,7 +234,12 @@ async fn perform(rs: &ReplicaSet, ctx: &Ctx, actions: &[PodAction]) -> Result<bo
 async fn create_pods(rs: &ReplicaSet, ctx: &Ctx, n: usize) -> Result<(), ReconcileError> {
     let ns = &rs.metadata.namespace;
     let generate = format!("{}-", rs.metadata.name);
-    let template = podutil::pod_from_template(&rs.spec.template, ns, &generate, podutil::controller_ref(rs));
+    let template = podutil::pod_from_template(
+        &rs.spec.template,
+        ns,
+        &generate,
+        podutil::controller_ref(rs),
+    );
     let mut remaining = n;
     let mut batch = 1;
     while remaining > 0 {
@@ -213,12 +248,24 @@ async fn create_pods(rs: &ReplicaSet, ctx: &Ctx, n: usize) -> Result<(), Reconci
         for result in results {
             match result {
                 Ok(pod) => {
-                    ctx.expectations.expect(&rs.metadata.uid, pod.metadata.revision());
-                    ctx.events.record(rs, NORMAL, "SuccessfulCreate", format!("Created pod: {}", pod.metadata.name));
+                    ctx.expectations
+                        .expect(&rs.metadata.uid, pod.metadata.revision());
+                    ctx.events.record(
+                        rs,
+                        NORMAL,
+                        "SuccessfulCreate",
+                        format!("Created pod: {}", pod.metadata.name),
+                    );
                 }
                 Err(e) => {
-                    ctx.events.record(rs, WARNING, "FailedCreate", format!("Error creating: {e}"));
-                    return Err(ReconcileError::api("create", "Pod", format!("{ns}/{generate}*"), e));
+                    ctx.events
+                        .record(rs, WARNING, "FailedCreate", format!("Error creating: {e}"));
+                    return Err(ReconcileError::api(
+                        "create",
+                        "Pod",
+                        format!("{ns}/{generate}*"),
+                        e,
+                    ));
                 }
             }
         }
@@ -234,15 +281,30 @@ pub(crate) async fn delete_pod<K: Resource>(
     ns: &str,
     name: &str,
 ) -> Result<(), ReconcileError> {
-    let options = DeleteOptions { namespace: ns.to_string(), name: name.to_string(), ..Default::default() };
+    let options = DeleteOptions {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        ..Default::default()
+    };
     match ctx.api.delete::<Pod>(&options).await {
         Ok(deleted) => {
-            ctx.expectations.expect(&owner.meta().uid, deleted.metadata.revision());
-            ctx.events.record(owner, NORMAL, "SuccessfulDelete", format!("Deleted pod: {name}"));
+            ctx.expectations
+                .expect(&owner.meta().uid, deleted.metadata.revision());
+            ctx.events.record(
+                owner,
+                NORMAL,
+                "SuccessfulDelete",
+                format!("Deleted pod: {name}"),
+            );
             Ok(())
         }
         Err(e) if e.is_not_found() => Ok(()),
-        Err(e) => Err(ReconcileError::api("delete", "Pod", format!("{ns}/{name}"), e)),
+        Err(e) => Err(ReconcileError::api(
+            "delete",
+            "Pod",
+            format!("{ns}/{name}"),
+            e,
+        )),
     }
 }
 
@@ -262,7 +324,11 @@ mod tests {
         let mut sel = LabelSelector::default();
         sel.match_labels.insert("app".into(), "web".into());
         rs.spec.selector = Some(sel);
-        rs.spec.template.metadata.labels.insert("app".into(), "web".into());
+        rs.spec
+            .template
+            .metadata
+            .labels
+            .insert("app".into(), "web".into());
         rs
     }
 
@@ -295,7 +361,11 @@ mod tests {
 
     #[test]
     fn creates_missing_pods() {
-        let d = decide(&rs(3), &[pod("a", Some("rs-uid"), "web", 10)], podutil::now());
+        let d = decide(
+            &rs(3),
+            &[pod("a", Some("rs-uid"), "web", 10)],
+            podutil::now(),
+        );
         assert_eq!(d.actions, vec![PodAction::Create(2)]);
         assert_eq!(d.status.replicas, 1);
         assert_eq!(d.status.observed_generation, 3);
@@ -303,9 +373,19 @@ mod tests {
 
     #[test]
     fn adopts_orphans_and_releases_mismatched() {
-        let pods = [pod("orphan", None, "web", 10), pod("stray", Some("rs-uid"), "debug", 10), pod("other", Some("x"), "web", 1)];
+        let pods = [
+            pod("orphan", None, "web", 10),
+            pod("stray", Some("rs-uid"), "debug", 10),
+            pod("other", Some("x"), "web", 1),
+        ];
         let d = decide(&rs(1), &pods, podutil::now());
-        assert_eq!(d.actions, vec![PodAction::Adopt("orphan".into()), PodAction::Release("stray".into())]);
+        assert_eq!(
+            d.actions,
+            vec![
+                PodAction::Adopt("orphan".into()),
+                PodAction::Release("stray".into())
+            ]
+        );
     }
 
     #[test]
@@ -318,7 +398,12 @@ mod tests {
         ];
         let mut bound = (*pods[2]).clone();
         bound.spec.node_name = "n1".into();
-        let pods = [pods[0].clone(), pods[1].clone(), Arc::new(bound), pods[3].clone()];
+        let pods = [
+            pods[0].clone(),
+            pods[1].clone(),
+            Arc::new(bound),
+            pods[3].clone(),
+        ];
         let d = decide(&rs(1), &pods, podutil::now());
         assert_eq!(
             d.actions,

@@ -32,7 +32,11 @@ fn deployment(name: &str, replicas: i32, image: &str, strategy: serde_json::Valu
 }
 
 fn image(p: &Pod) -> &str {
-    p.spec.containers.first().map(|c| c.image.as_str()).unwrap_or("")
+    p.spec
+        .containers
+        .first()
+        .map(|c| c.image.as_str())
+        .unwrap_or("")
 }
 
 async fn set_image(env: &Env, name: &str, img: &str) {
@@ -48,7 +52,9 @@ async fn set_image(env: &Env, name: &str, img: &str) {
 }
 
 async fn rolled_out(env: &Env, name: &str, replicas: i32, img: &str) -> bool {
-    let Ok(d) = env.api.get::<Deployment>("default", name).await else { return false };
+    let Ok(d) = env.api.get::<Deployment>("default", name).await else {
+        return false;
+    };
     let s = &d.status;
     let pods = live_pods(env, "default", name);
     s.observed_generation == d.metadata.generation
@@ -60,7 +66,11 @@ async fn rolled_out(env: &Env, name: &str, replicas: i32, img: &str) -> bool {
 }
 
 /// Counts ready pods of `app` after every pod change; returns the minimum seen.
-fn watch_min_ready(env: &Env, app: &str, armed: Arc<AtomicBool>) -> (Arc<AtomicI64>, tokio::task::JoinHandle<()>) {
+fn watch_min_ready(
+    env: &Env,
+    app: &str,
+    armed: Arc<AtomicBool>,
+) -> (Arc<AtomicI64>, tokio::task::JoinHandle<()>) {
     let informer = env.cluster.informers.get::<Pod>();
     let mut rx = informer.subscribe();
     let min = Arc::new(AtomicI64::new(i64::MAX));
@@ -85,12 +95,23 @@ fn watch_min_ready(env: &Env, app: &str, armed: Arc<AtomicBool>) -> (Arc<AtomicI
 #[actix::test]
 async fn rolling_update_keeps_availability() {
     let (env, _c) = env().await;
-    let _sim = node_sim(&env, |p| p.metadata.labels.get("app").is_some_and(|a| a == "web"));
+    let _sim = node_sim(&env, |p| {
+        p.metadata.labels.get("app").is_some_and(|a| a == "web")
+    });
     let strategy = serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}});
-    env.api.create(&deployment("web", 4, "web:v1", strategy)).await.unwrap();
+    env.api
+        .create(&deployment("web", 4, "web:v1", strategy))
+        .await
+        .unwrap();
     eventually("v1 rolled out", T, || rolled_out(&env, "web", 4, "web:v1")).await;
     let d = env.api.get::<Deployment>("default", "web").await.unwrap();
-    assert_eq!(d.metadata.annotations.get(REVISION_ANNOTATION).map(String::as_str), Some("1"));
+    assert_eq!(
+        d.metadata
+            .annotations
+            .get(REVISION_ANNOTATION)
+            .map(String::as_str),
+        Some("1")
+    );
 
     let armed = Arc::new(AtomicBool::new(true));
     let (min_ready, watcher) = watch_min_ready(&env, "web", armed.clone());
@@ -99,28 +120,58 @@ async fn rolling_update_keeps_availability() {
     armed.store(false, Ordering::SeqCst);
     watcher.abort();
     let min = min_ready.load(Ordering::SeqCst);
-    assert!(min >= 3, "ready pods fell to {min} (< replicas - maxUnavailable = 3)");
+    assert!(
+        min >= 3,
+        "ready pods fell to {min} (< replicas - maxUnavailable = 3)"
+    );
 
     let d = env.api.get::<Deployment>("default", "web").await.unwrap();
-    assert_eq!(d.metadata.annotations.get(REVISION_ANNOTATION).map(String::as_str), Some("2"));
+    assert_eq!(
+        d.metadata
+            .annotations
+            .get(REVISION_ANNOTATION)
+            .map(String::as_str),
+        Some("2")
+    );
     let avail = find_condition(&d.status.conditions, "Available").unwrap();
     assert!(avail.is_true());
     let prog = find_condition(&d.status.conditions, "Progressing").unwrap();
     assert_eq!(prog.reason, "NewReplicaSetAvailable");
-    let rss = env.cluster.informers.get::<ReplicaSet>().list(Some("default"), &Selector::everything());
-    assert_eq!(rss.len(), 2, "the old ReplicaSet is kept (scaled to 0) as history");
+    let rss = env
+        .cluster
+        .informers
+        .get::<ReplicaSet>()
+        .list(Some("default"), &Selector::everything());
+    assert_eq!(
+        rss.len(),
+        2,
+        "the old ReplicaSet is kept (scaled to 0) as history"
+    );
     assert!(rss.iter().any(|r| r.spec.replicas == Some(0)));
 
     // Restart: an annotation on the template rolls new pods.
     let mut d = env.api.get::<Deployment>("default", "web").await.unwrap();
-    d.spec.template.metadata.annotations.insert("kubectl.kubernetes.io/restartedAt".into(), "now".into());
+    d.spec
+        .template
+        .metadata
+        .annotations
+        .insert("kubectl.kubernetes.io/restartedAt".into(), "now".into());
+    d.metadata.resource_version.clear();
     env.api.update(&d).await.unwrap();
     eventually("restarted", T, || async {
         let d = env.api.get::<Deployment>("default", "web").await.unwrap();
         let pods = live_pods(&env, "default", "web");
         rolled_out(&env, "web", 4, "web:v2").await
-            && d.metadata.annotations.get(REVISION_ANNOTATION).map(String::as_str) == Some("3")
-            && pods.iter().all(|p| p.metadata.annotations.contains_key("kubectl.kubernetes.io/restartedAt"))
+            && d.metadata
+                .annotations
+                .get(REVISION_ANNOTATION)
+                .map(String::as_str)
+                == Some("3")
+            && pods.iter().all(|p| {
+                p.metadata
+                    .annotations
+                    .contains_key("kubectl.kubernetes.io/restartedAt")
+            })
     })
     .await;
 }
@@ -128,8 +179,18 @@ async fn rolling_update_keeps_availability() {
 #[actix::test]
 async fn recreate_never_mixes_versions() {
     let (env, _c) = env().await;
-    let _sim = node_sim(&env, |p| p.metadata.labels.get("app").is_some_and(|a| a == "db"));
-    env.api.create(&deployment("db", 3, "db:v1", serde_json::json!({"type": "Recreate"}))).await.unwrap();
+    let _sim = node_sim(&env, |p| {
+        p.metadata.labels.get("app").is_some_and(|a| a == "db")
+    });
+    env.api
+        .create(&deployment(
+            "db",
+            3,
+            "db:v1",
+            serde_json::json!({"type": "Recreate"}),
+        ))
+        .await
+        .unwrap();
     eventually("v1", T, || rolled_out(&env, "db", 3, "db:v1")).await;
 
     let informer = env.cluster.informers.get::<Pod>();
@@ -150,15 +211,25 @@ async fn recreate_never_mixes_versions() {
     set_image(&env, "db", "db:v2").await;
     eventually("v2", T, || rolled_out(&env, "db", 3, "db:v2")).await;
     watcher.abort();
-    assert!(!mixed.load(Ordering::SeqCst), "Recreate ran old and new pods at once");
+    assert!(
+        !mixed.load(Ordering::SeqCst),
+        "Recreate ran old and new pods at once"
+    );
 }
 
 #[actix::test]
 async fn rolls_back_when_progress_deadline_passes() {
     let (env, _c) = env().await;
     // The "node" only ever gets v1 ready: v2 never becomes available.
-    let _sim = node_sim(&env, |p| p.metadata.labels.get("app").is_some_and(|a| a == "api") && image(p) == "api:v1");
-    let mut d = deployment("api", 2, "api:v1", serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}));
+    let _sim = node_sim(&env, |p| {
+        p.metadata.labels.get("app").is_some_and(|a| a == "api") && image(p) == "api:v1"
+    });
+    let mut d = deployment(
+        "api",
+        2,
+        "api:v1",
+        serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
+    );
     d.spec.progress_deadline_seconds = Some(2);
     d.spec.auto_rollback = Some(true);
     env.api.create(&d).await.unwrap();
@@ -166,11 +237,18 @@ async fn rolls_back_when_progress_deadline_passes() {
     set_image(&env, "api", "api:v2").await;
     eventually("rolled back to v1", T, || async {
         let d = env.api.get::<Deployment>("default", "api").await.unwrap();
-        d.spec.template.spec.containers[0].image == "api:v1" && rolled_out(&env, "api", 2, "api:v1").await
+        d.spec.template.spec.containers[0].image == "api:v1"
+            && rolled_out(&env, "api", 2, "api:v1").await
     })
     .await;
     let d = env.api.get::<Deployment>("default", "api").await.unwrap();
-    assert_eq!(d.metadata.annotations.get(REVISION_ANNOTATION).map(String::as_str), Some("3"));
+    assert_eq!(
+        d.metadata
+            .annotations
+            .get(REVISION_ANNOTATION)
+            .map(String::as_str),
+        Some("3")
+    );
     eventually("a DeploymentRollback event", T, || async {
         env.cluster
             .informers
@@ -187,12 +265,23 @@ async fn rolls_back_when_progress_deadline_passes() {
 #[actix::test]
 async fn restarted_controllers_finish_the_rollout() {
     let cluster = shoal_api::local::LocalCluster::start().await.unwrap();
-    let env = Env { api: cluster.api(), cluster };
-    let config = ControllersConfig { tunables: tunables(), ..Default::default() };
+    let env = Env {
+        api: cluster.api(),
+        cluster,
+    };
+    let config = ControllersConfig {
+        tunables: tunables(),
+        ..Default::default()
+    };
     let first = start_controllers(&env.cluster, config.clone());
-    let _sim = node_sim(&env, |p| p.metadata.labels.get("app").is_some_and(|a| a == "svc"));
+    let _sim = node_sim(&env, |p| {
+        p.metadata.labels.get("app").is_some_and(|a| a == "svc")
+    });
     let strategy = serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
-    env.api.create(&deployment("svc", 5, "svc:v1", strategy)).await.unwrap();
+    env.api
+        .create(&deployment("svc", 5, "svc:v1", strategy))
+        .await
+        .unwrap();
     eventually("v1", T, || rolled_out(&env, "svc", 5, "svc:v1")).await;
     set_image(&env, "svc", "svc:v2").await;
     eventually("mid-rollout", T, || async {
@@ -202,11 +291,22 @@ async fn restarted_controllers_finish_the_rollout() {
     .await;
     first.stop().await;
     let second = start_controllers(&env.cluster, config);
-    eventually("v2 after restart", T, || rolled_out(&env, "svc", 5, "svc:v2")).await;
+    eventually("v2 after restart", T, || {
+        rolled_out(&env, "svc", 5, "svc:v2")
+    })
+    .await;
     // Exact end state, and it stays so.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let pods = env.cluster.informers.get::<Pod>().list(Some("default"), &Selector::from_labels(&labels(&[("app", "svc")])));
-    assert_eq!(pods.len(), 5, "{:?}", pods.iter().map(|p| &p.metadata.name).collect::<Vec<_>>());
+    let pods = env.cluster.informers.get::<Pod>().list(
+        Some("default"),
+        &Selector::from_labels(&labels(&[("app", "svc")])),
+    );
+    assert_eq!(
+        pods.len(),
+        5,
+        "{:?}",
+        pods.iter().map(|p| &p.metadata.name).collect::<Vec<_>>()
+    );
     assert!(pods.iter().all(|p| image(p) == "svc:v2" && p.is_ready()));
     second.stop().await;
 }

@@ -27,14 +27,23 @@ fn replicaset(ns: &str, name: &str, replicas: i32) -> ReplicaSet {
 }
 
 async fn rs_gone(env: &Env, ns: &str, name: &str) -> bool {
-    env.api.get::<ReplicaSet>(ns, name).await.is_err_and(|e| e.is_not_found())
+    env.api
+        .get::<ReplicaSet>(ns, name)
+        .await
+        .is_err_and(|e| e.is_not_found())
 }
 
 #[actix::test]
 async fn background_deletion_removes_dependents() {
     let (env, _c) = env().await;
-    env.api.create(&replicaset("default", "bg", 3)).await.unwrap();
-    eventually("3 pods", T, || async { live_pods(&env, "default", "bg").len() == 3 }).await;
+    env.api
+        .create(&replicaset("default", "bg", 3))
+        .await
+        .unwrap();
+    eventually("3 pods", T, || async {
+        live_pods(&env, "default", "bg").len() == 3
+    })
+    .await;
     delete_now::<ReplicaSet>(&env.api, "default", "bg", None).await;
     eventually("pods collected", T, || async {
         rs_gone(&env, "default", "bg").await && live_pods(&env, "default", "bg").is_empty()
@@ -45,26 +54,44 @@ async fn background_deletion_removes_dependents() {
 #[actix::test]
 async fn foreground_deletion_waits_for_dependents() {
     let (env, _c) = env().await;
-    env.api.create(&replicaset("default", "fg", 2)).await.unwrap();
-    eventually("2 pods", T, || async { live_pods(&env, "default", "fg").len() == 2 }).await;
+    env.api
+        .create(&replicaset("default", "fg", 2))
+        .await
+        .unwrap();
+    eventually("2 pods", T, || async {
+        live_pods(&env, "default", "fg").len() == 2
+    })
+    .await;
     delete_now::<ReplicaSet>(&env.api, "default", "fg", Some("Foreground")).await;
     // The owner is still there (terminating) until its pods are gone.
     eventually("owner gone after pods", T, || async {
         let pods = live_pods(&env, "default", "fg");
         let gone = rs_gone(&env, "default", "fg").await;
-        assert!(!gone || pods.is_empty(), "owner removed while dependents remained");
+        assert!(
+            !gone || pods.is_empty(),
+            "owner removed while dependents remained"
+        );
         gone
     })
     .await;
-    let all = env.cluster.informers.get::<Pod>().list(Some("default"), &Selector::from_labels(&labels(&[("app", "fg")])));
+    let all = env.cluster.informers.get::<Pod>().list(
+        Some("default"),
+        &Selector::from_labels(&labels(&[("app", "fg")])),
+    );
     assert!(all.is_empty());
 }
 
 #[actix::test]
 async fn orphan_deletion_keeps_dependents() {
     let (env, _c) = env().await;
-    env.api.create(&replicaset("default", "or", 2)).await.unwrap();
-    eventually("2 pods", T, || async { live_pods(&env, "default", "or").len() == 2 }).await;
+    env.api
+        .create(&replicaset("default", "or", 2))
+        .await
+        .unwrap();
+    eventually("2 pods", T, || async {
+        live_pods(&env, "default", "or").len() == 2
+    })
+    .await;
     delete_now::<ReplicaSet>(&env.api, "default", "or", Some("Orphan")).await;
     eventually("owner gone, pods orphaned", T, || async {
         let pods = live_pods(&env, "default", "or");
@@ -74,14 +101,22 @@ async fn orphan_deletion_keeps_dependents() {
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(live_pods(&env, "default", "or").len(), 2, "orphans must survive");
+    assert_eq!(
+        live_pods(&env, "default", "or").len(),
+        2,
+        "orphans must survive"
+    );
 }
 
 #[actix::test]
 async fn never_deletes_when_owner_exists_with_same_name_but_other_uid() {
     let (env, _c) = env().await;
     // A pod referencing an RS by name but with a stale uid: the owner is gone (uid differs).
-    let rs = env.api.create(&replicaset("default", "owner", 0)).await.unwrap();
+    let rs = env
+        .api
+        .create(&replicaset("default", "owner", 0))
+        .await
+        .unwrap();
     let mut kept: Pod = from_json(serde_json::json!({
         "metadata": {"name": "kept", "labels": {"x": "1"}},
         "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}
@@ -95,7 +130,10 @@ async fn never_deletes_when_owner_exists_with_same_name_but_other_uid() {
     stale.metadata.owner_references[0].uid = "not-the-uid".into();
     env.api.create(&stale).await.unwrap();
     eventually("stale collected", T, || async {
-        env.api.get::<Pod>("default", "stale").await.is_err_and(|e| e.is_not_found())
+        env.api
+            .get::<Pod>("default", "stale")
+            .await
+            .is_err_and(|e| e.is_not_found())
     })
     .await;
     assert!(env.api.get::<Pod>("default", "kept").await.is_ok());
@@ -107,20 +145,42 @@ async fn deleting_a_namespace_empties_it() {
     let ns: Namespace = from_json(serde_json::json!({"metadata": {"name": "doomed"}}));
     env.api.create(&ns).await.unwrap();
     eventually("finalizer added", T, || async {
-        env.api.get::<Namespace>("", "doomed").await.unwrap().metadata.finalizers.iter().any(|f| f == FINALIZER)
+        env.api
+            .get::<Namespace>("", "doomed")
+            .await
+            .unwrap()
+            .metadata
+            .finalizers
+            .iter()
+            .any(|f| f == FINALIZER)
     })
     .await;
     env.api.create(&replicaset("doomed", "a", 2)).await.unwrap();
-    eventually("2 pods", T, || async { live_pods(&env, "doomed", "a").len() == 2 }).await;
+    eventually("2 pods", T, || async {
+        live_pods(&env, "doomed", "a").len() == 2
+    })
+    .await;
     delete_now::<Namespace>(&env.api, "", "doomed", None).await;
     let terminating = env.api.get::<Namespace>("", "doomed").await;
     if let Ok(ns) = terminating {
         assert_eq!(ns.status.phase, "Terminating");
     }
     eventually("namespace and content gone", T, || async {
-        let gone = env.api.get::<Namespace>("", "doomed").await.is_err_and(|e| e.is_not_found());
-        let pods = env.cluster.informers.get::<Pod>().list(Some("doomed"), &Selector::everything());
-        let rss = env.cluster.informers.get::<ReplicaSet>().list(Some("doomed"), &Selector::everything());
+        let gone = env
+            .api
+            .get::<Namespace>("", "doomed")
+            .await
+            .is_err_and(|e| e.is_not_found());
+        let pods = env
+            .cluster
+            .informers
+            .get::<Pod>()
+            .list(Some("doomed"), &Selector::everything());
+        let rss = env
+            .cluster
+            .informers
+            .get::<ReplicaSet>()
+            .list(Some("doomed"), &Selector::everything());
         gone && pods.is_empty() && rss.is_empty()
     })
     .await;

@@ -57,8 +57,14 @@ async fn unreachable_node_is_tainted_and_its_pods_replaced() {
                               "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}}}
     }));
     env.api.create(&rs).await.unwrap();
-    eventually("2 pods", T, || async { live_pods(&env, "default", "web").len() == 2 }).await;
-    let first: Vec<String> = live_pods(&env, "default", "web").iter().map(|p| p.metadata.name.clone()).collect();
+    eventually("2 pods", T, || async {
+        live_pods(&env, "default", "web").len() == 2
+    })
+    .await;
+    let first: Vec<String> = live_pods(&env, "default", "web")
+        .iter()
+        .map(|p| p.metadata.name.clone())
+        .collect();
     for p in live_pods(&env, "default", "web") {
         bind(&env.api, &p, "n1").await;
     }
@@ -70,12 +76,21 @@ async fn unreachable_node_is_tainted_and_its_pods_replaced() {
         let ready = find_condition(&n.status.conditions, "Ready").unwrap();
         ready.status == "Unknown"
             && ready.reason == "NodeStatusUnknown"
-            && n.spec.taints.iter().any(|t| t.key == TAINT_UNREACHABLE && t.effect == "NoExecute")
-            && n.spec.taints.iter().any(|t| t.key == TAINT_UNREACHABLE && t.effect == "NoSchedule")
+            && n.spec
+                .taints
+                .iter()
+                .any(|t| t.key == TAINT_UNREACHABLE && t.effect == "NoExecute")
+            && n.spec
+                .taints
+                .iter()
+                .any(|t| t.key == TAINT_UNREACHABLE && t.effect == "NoSchedule")
     })
     .await;
     let n2 = env.api.get::<Node>("", "n2").await.unwrap();
-    assert!(n2.is_ready() && n2.spec.taints.is_empty(), "the healthy node is untouched");
+    assert!(
+        n2.is_ready() && n2.spec.taints.is_empty(),
+        "the healthy node is untouched"
+    );
     // Evicted and replaced; the stand-in scheduler binds the replacements to n2.
     eventually("pods evicted and replaced on n2", T, || async {
         let pods = live_pods(&env, "default", "web");
@@ -83,7 +98,9 @@ async fn unreachable_node_is_tainted_and_its_pods_replaced() {
             bind(&env.api, p, "n2").await;
         }
         pods.len() == 2
-            && pods.iter().all(|p| p.spec.node_name == "n2" && !first.contains(&p.metadata.name))
+            && pods
+                .iter()
+                .all(|p| p.spec.node_name == "n2" && !first.contains(&p.metadata.name))
     })
     .await;
 
@@ -113,17 +130,35 @@ async fn exactly_one_leader_and_takeover_when_renewals_stop() {
     let leader_a = a.acquire().await;
     assert!(leader_a.is_leader());
     // b cannot lead while a renews (a few renewals happen meanwhile).
-    assert!(tokio::time::timeout(Duration::from_secs(2), b.acquire()).await.is_err(), "two leaders");
-    let lease: Lease = cluster.api().get("shoal-system", "test-controller").await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), b.acquire())
+            .await
+            .is_err(),
+        "two leaders"
+    );
+    let lease: Lease = cluster
+        .api()
+        .get("shoal-system", "test-controller")
+        .await
+        .unwrap();
     assert_eq!(lease.spec.holder_identity.as_deref(), Some("a"));
     // Kill a's renewals (without releasing): b takes over once the lease lapses.
     drop(leader_a);
-    let mut leader_b = tokio::time::timeout(Duration::from_secs(10), b.acquire()).await.expect("b takes over");
-    let lease: Lease = cluster.api().get("shoal-system", "test-controller").await.unwrap();
+    let mut leader_b = tokio::time::timeout(Duration::from_secs(10), b.acquire())
+        .await
+        .expect("b takes over");
+    let lease: Lease = cluster
+        .api()
+        .get("shoal-system", "test-controller")
+        .await
+        .unwrap();
     assert_eq!(lease.spec.holder_identity.as_deref(), Some("b"));
     assert_eq!(lease.spec.lease_transitions, Some(1));
     // a, campaigning again, would only lose: its attempt sees b's fresh lease.
-    assert!(matches!(a.try_acquire_or_renew().await.unwrap(), shoal_bus::leader::Attempt::Standby { .. }));
+    assert!(matches!(
+        a.try_acquire_or_renew().await.unwrap(),
+        shoal_bus::leader::Attempt::Standby { .. }
+    ));
     // A released lease is taken at once.
     assert!(leader_b.is_leader());
     tokio::select! {
@@ -131,15 +166,23 @@ async fn exactly_one_leader_and_takeover_when_renewals_stop() {
         _ = tokio::time::sleep(Duration::from_millis(1200)) => {}
     }
     leader_b.release().await;
-    let leader_a = tokio::time::timeout(Duration::from_secs(2), a.acquire()).await.expect("a takes the released lease");
+    let leader_a = tokio::time::timeout(Duration::from_secs(2), a.acquire())
+        .await
+        .expect("a takes the released lease");
     assert!(leader_a.is_leader());
 }
 
 #[actix::test]
 async fn controllers_run_only_on_the_leader() {
     let cluster = shoal_api::local::LocalCluster::start().await.unwrap();
-    let env = Env { api: cluster.api(), cluster };
-    let mut cfg = shoal_controllers::ControllersConfig { tunables: tunables(), ..Default::default() };
+    let env = Env {
+        api: cluster.api(),
+        cluster,
+    };
+    let mut cfg = shoal_controllers::ControllersConfig {
+        tunables: tunables(),
+        ..Default::default()
+    };
     cfg.leader_election = Some(election("one"));
     let one = start_controllers(&env.cluster, cfg.clone());
     cfg.leader_election = Some(election("two"));
@@ -151,14 +194,32 @@ async fn controllers_run_only_on_the_leader() {
                               "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}}}
     }));
     env.api.create(&rs).await.unwrap();
-    eventually("2 pods", T, || async { live_pods(&env, "default", "le").len() == 2 }).await;
-    let holder = env.api.get::<Lease>("shoal-system", "test-controller").await.unwrap().spec.holder_identity.unwrap();
+    eventually("2 pods", T, || async {
+        live_pods(&env, "default", "le").len() == 2
+    })
+    .await;
+    let holder = env
+        .api
+        .get::<Lease>("shoal-system", "test-controller")
+        .await
+        .unwrap()
+        .spec
+        .holder_identity
+        .unwrap();
     // Stop the leader (it releases the lease); the standby takes over and keeps reconciling.
-    let (leader, standby) = if holder == "one" { (one, two) } else { (two, one) };
+    let (leader, standby) = if holder == "one" {
+        (one, two)
+    } else {
+        (two, one)
+    };
     leader.stop().await;
     let mut rs = env.api.get::<ReplicaSet>("default", "le").await.unwrap();
     rs.spec.replicas = Some(3);
+    rs.metadata.resource_version.clear();
     env.api.update(&rs).await.unwrap();
-    eventually("standby scaled to 3", T, || async { live_pods(&env, "default", "le").len() == 3 }).await;
+    eventually("standby scaled to 3", T, || async {
+        live_pods(&env, "default", "le").len() == 3
+    })
+    .await;
     standby.stop().await;
 }

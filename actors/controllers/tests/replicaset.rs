@@ -24,14 +24,19 @@ pub fn replicaset(name: &str, app: &str, replicas: i32) -> ReplicaSet {
 }
 
 fn owned_by(pods: &[std::sync::Arc<Pod>], uid: &str) -> usize {
-    pods.iter().filter(|p| p.controller_uid() == Some(uid)).count()
+    pods.iter()
+        .filter(|p| p.controller_uid() == Some(uid))
+        .count()
 }
 
 #[actix::test]
 async fn scales_up_and_down() {
     let (env, _c) = env().await;
     let rs = env.api.create(&replicaset("web", "web", 3)).await.unwrap();
-    eventually("3 pods", T, || async { live_pods(&env, "default", "web").len() == 3 }).await;
+    eventually("3 pods", T, || async {
+        live_pods(&env, "default", "web").len() == 3
+    })
+    .await;
     let pods = live_pods(&env, "default", "web");
     assert_eq!(owned_by(&pods, &rs.metadata.uid), 3);
     for p in &pods {
@@ -40,7 +45,13 @@ async fn scales_up_and_down() {
         assert_eq!(r.block_owner_deletion, Some(true));
     }
     eventually("status.replicas 3", T, || async {
-        env.api.get::<ReplicaSet>("default", "web").await.unwrap().status.replicas == 3
+        env.api
+            .get::<ReplicaSet>("default", "web")
+            .await
+            .unwrap()
+            .status
+            .replicas
+            == 3
     })
     .await;
 
@@ -51,12 +62,26 @@ async fn scales_up_and_down() {
     let not_ready = pods[2].metadata.name.clone();
     let mut current = env.api.get::<ReplicaSet>("default", "web").await.unwrap();
     current.spec.replicas = Some(2);
+    current.metadata.resource_version.clear(); // unconditional: the controller writes status
     env.api.update(&current).await.unwrap();
-    eventually("2 pods", T, || async { live_pods(&env, "default", "web").len() == 2 }).await;
-    assert!(live_pods(&env, "default", "web").iter().all(|p| p.metadata.name != not_ready));
+    eventually("2 pods", T, || async {
+        live_pods(&env, "default", "web").len() == 2
+    })
+    .await;
+    assert!(live_pods(&env, "default", "web")
+        .iter()
+        .all(|p| p.metadata.name != not_ready));
     eventually("status ready 2", T, || async {
-        let s = env.api.get::<ReplicaSet>("default", "web").await.unwrap().status;
-        s.replicas == 2 && s.ready_replicas == 2 && s.available_replicas == 2 && s.observed_generation == 2
+        let s = env
+            .api
+            .get::<ReplicaSet>("default", "web")
+            .await
+            .unwrap()
+            .status;
+        s.replicas == 2
+            && s.ready_replicas == 2
+            && s.available_replicas == 2
+            && s.observed_generation == 2
     })
     .await;
     // And it stays at exactly 2 (no repeated bursts).
@@ -85,7 +110,10 @@ async fn adopts_orphans_and_releases_relabelled_pods() {
     // Quarantine: relabel one pod; it is released and kept, and a replacement starts.
     let victim = env.api.get::<Pod>("default", "stray").await.unwrap();
     let mut relabelled = victim.clone();
-    relabelled.metadata.labels.insert("app".into(), "api-debug".into());
+    relabelled
+        .metadata
+        .labels
+        .insert("app".into(), "api-debug".into());
     env.api.update(&relabelled).await.unwrap();
     eventually("released and replaced", T, || async {
         let stray = env.api.get::<Pod>("default", "stray").await.unwrap();
@@ -95,5 +123,12 @@ async fn adopts_orphans_and_releases_relabelled_pods() {
             && owned_by(&pods, &rs.metadata.uid) == 2
     })
     .await;
-    assert!(env.api.get::<Pod>("default", "stray").await.unwrap().metadata.deletion_timestamp.is_none());
+    assert!(env
+        .api
+        .get::<Pod>("default", "stray")
+        .await
+        .unwrap()
+        .metadata
+        .deletion_timestamp
+        .is_none());
 }

@@ -52,7 +52,9 @@ impl Controllers {
 pub fn start_controllers(cluster: &LocalCluster, config: ControllersConfig) -> Controllers {
     let (trigger, sd) = shutdown::channel();
     let mut config = config;
-    config.informers.get_or_insert_with(|| cluster.informers.clone());
+    config
+        .informers
+        .get_or_insert_with(|| cluster.informers.clone());
     let nats = cluster.nats.clone();
     let handle = actix::spawn(async move {
         if let Err(e) = shoal_controllers::run(config, nats, sd.wait()).await {
@@ -65,7 +67,10 @@ pub fn start_controllers(cluster: &LocalCluster, config: ControllersConfig) -> C
 pub async fn env() -> (Env, Controllers) {
     let cluster = LocalCluster::start().await.expect("cluster starts");
     let api = cluster.api();
-    let config = ControllersConfig { tunables: tunables(), ..Default::default() };
+    let config = ControllersConfig {
+        tunables: tunables(),
+        ..Default::default()
+    };
     let controllers = start_controllers(&cluster, config);
     (Env { cluster, api }, controllers)
 }
@@ -89,7 +94,10 @@ where
 }
 
 pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 pub fn from_json<K: Resource>(v: serde_json::Value) -> K {
@@ -206,7 +214,9 @@ pub fn node_sim(env: &Env, wanted: impl Fn(&Pod) -> bool + 'static) -> NodeSim {
 }
 
 pub fn node(name: &str) -> Node {
-    from_json(serde_json::json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}))
+    from_json(
+        serde_json::json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}),
+    )
 }
 
 /// Registers a node and reports it Ready (as its agent would).
