@@ -109,9 +109,9 @@ impl LeaderElector {
             lease.spec.lease_transitions = Some(0);
             return match self.api.create(&lease).await {
                 Ok(_) => Ok(Attempt::Leading),
-                Err(e) if e.is_already_exists() || e.is_conflict() => {
-                    Ok(Attempt::Standby { holder: String::new() })
-                }
+                Err(e) if e.is_already_exists() || e.is_conflict() => Ok(Attempt::Standby {
+                    holder: String::new(),
+                }),
                 Err(e) => Err(e),
             };
         };
@@ -152,7 +152,11 @@ impl LeaderElector {
         let (tx, rx) = watch::channel(true);
         let elector = self.clone();
         let renewals = tokio::spawn(async move { elector.renew_loop(tx).await });
-        Leadership { elector: self.clone(), leading: rx, renewals }
+        Leadership {
+            elector: self.clone(),
+            leading: rx,
+            renewals,
+        }
     }
 
     async fn renew_loop(self, leading: watch::Sender<bool>) {
@@ -214,7 +218,11 @@ impl Leadership {
         self.renewals.abort();
         let cfg = &self.elector.config;
         for _ in 0..3 {
-            let Ok(mut lease) = self.elector.api.get::<Lease>(&cfg.namespace, &cfg.name).await
+            let Ok(mut lease) = self
+                .elector
+                .api
+                .get::<Lease>(&cfg.namespace, &cfg.name)
+                .await
             else {
                 return;
             };

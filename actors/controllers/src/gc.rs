@@ -432,8 +432,10 @@ mod tests {
     }
 
     fn meta(finalizers: &[&str], deleting: bool) -> bus_schemas::ObjectMeta {
-        let mut m = bus_schemas::ObjectMeta::default();
-        m.finalizers = finalizers.iter().map(|f| f.to_string()).collect();
+        let mut m = bus_schemas::ObjectMeta {
+            finalizers: finalizers.iter().map(|f| f.to_string()).collect(),
+            ..Default::default()
+        };
         if deleting {
             m.deletion_timestamp = Some(crate::podutil::now());
         }

@@ -311,7 +311,12 @@ mod tests {
         };
         let mut pod = Pod::default();
         assert_eq!(
-            eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now),
+            eviction_time(
+                &pod,
+                std::slice::from_ref(&taint),
+                Duration::from_secs(5),
+                now
+            ),
             Some(now + chrono::Duration::seconds(5))
         );
         pod.spec.tolerations.push(Toleration {
@@ -322,12 +327,22 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now),
+            eviction_time(
+                &pod,
+                std::slice::from_ref(&taint),
+                Duration::from_secs(5),
+                now
+            ),
             Some(now + chrono::Duration::seconds(60))
         );
         pod.spec.tolerations[0].toleration_seconds = None;
         assert_eq!(
-            eviction_time(&pod, &[taint.clone()], Duration::from_secs(5), now),
+            eviction_time(
+                &pod,
+                std::slice::from_ref(&taint),
+                Duration::from_secs(5),
+                now
+            ),
             None
         );
         let other = Taint {

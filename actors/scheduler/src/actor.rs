@@ -17,7 +17,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 
 use crate::bind::{self, AllocOutcome, BindOutcome};
-use crate::cache::{key_string, parse_key, ClusterCache};
+use crate::cache::{key_string, ClusterCache};
 use crate::decide::{Decider, Decision};
 use crate::filter::PodCtx;
 use crate::ledger::{self, AllocationView, LedgerEntry, ALLOCATION_NAMESPACE};
@@ -502,23 +502,6 @@ impl Runner {
         });
     }
 
-    /// Whether a ledger entry can go: its pod is visibly bound, finished or gone in a cache
-    /// that is at or past the entry's `seenAt`.
-    fn prunable(&self, entry: &LedgerEntry) -> bool {
-        if entry.seen_at > self.cache.pod_revision {
-            return false;
-        }
-        let Some(key) = parse_key(&entry.pod) else { return true };
-        match self.cache.pod(&key) {
-            None => true,
-            Some(p) => {
-                (!entry.uid.is_empty() && p.pod.metadata.uid != entry.uid)
-                    || (!p.node.is_empty() && !p.assumed)
-                    || p.pod.is_terminal()
-            }
-        }
-    }
-
     /// Starts the next allocation-record write for `node`, if none is in flight.
     fn kick(&mut self, node: &str) {
         let Some(w) = self.writes.get_mut(node) else { return };
@@ -548,7 +531,7 @@ impl Runner {
         }
         let mut next_ledger = view.ledger.clone();
         let before = next_ledger.pending.len();
-        next_ledger.pending.retain(|e| !self.prunable(e));
+        next_ledger.pending.retain(|e| !self.cache.ledger_entry_over(e));
         if next_ledger.pending.len() != before {
             next_ledger.pods_revision = next_ledger.pods_revision.max(self.cache.pod_revision);
         }

@@ -211,7 +211,10 @@ pub async fn evict(
         ..Default::default()
     };
     match api.delete::<Pod>(&options).await {
-        Ok(_) => {}
+        Ok(p) => {
+            tracing::debug!(victim = %victim.metadata.name, deleting = ?p.metadata.deletion_timestamp,
+                grace = ?p.metadata.deletion_grace_period_seconds, "evicted");
+        }
         Err(e) if e.is_not_found() || e.is_conflict() => return Ok(()),
         Err(e) => return Err(e),
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bus_schemas::kinds::{Node, Pod};
 use shoal_bus::ObjectKey;
 
-use crate::ledger::AllocationView;
+use crate::ledger::{AllocationView, LedgerEntry};
 use crate::resources::Resources;
 
 /// The label zone spreading reads.
@@ -422,17 +422,37 @@ impl ClusterCache {
         }
     }
 
-    /// What other schedulers admitted to node `i` that this cache does not show there yet.
+    /// What other schedulers admitted to node `i` that this cache does not show there yet:
+    /// the ledger entries that are neither counted here nor provably over (see
+    /// [`ClusterCache::ledger_entry_over`]).
     pub fn foreign_pending(&self, i: usize) -> Resources {
         let info = &self.nodes[i];
         let mut sum = Resources::default();
-        for (pod, req) in &info.alloc.pending {
-            let seen_here = parse_key(pod).is_some_and(|k| info.pods.contains(&k));
-            if !seen_here {
+        for (entry, req) in info.alloc.ledger.pending.iter().zip(&info.alloc.pending) {
+            let counted_here = parse_key(&entry.pod).is_some_and(|k| info.pods.contains(&k));
+            if !counted_here && !self.ledger_entry_over(entry) {
                 sum.add(req);
             }
         }
         sum
+    }
+
+    /// Whether a ledger entry no longer reserves anything: in a cache at or past the entry's
+    /// `seenAt`, its pod is gone (or replaced), visibly bound (then it counts where it is
+    /// bound), or finished. Used both to ignore and to prune entries.
+    pub fn ledger_entry_over(&self, entry: &LedgerEntry) -> bool {
+        if entry.seen_at > self.pod_revision {
+            return false;
+        }
+        let Some(key) = parse_key(&entry.pod) else { return true };
+        match self.pods.get(&key) {
+            None => true,
+            Some(p) => {
+                (!entry.uid.is_empty() && p.pod.metadata.uid != entry.uid)
+                    || (!p.node.is_empty() && !p.assumed)
+                    || p.pod.is_terminal()
+            }
+        }
     }
 
     /// Whether node `i`'s record pruned binds this cache has not caught up with yet.

@@ -63,8 +63,8 @@ pub struct AllocationView {
     /// The record's resourceVersion; 0 when the record does not exist yet.
     pub revision: u64,
     pub ledger: Ledger,
-    /// Parsed requests of the pending entries, keyed like the pod cache.
-    pub pending: Vec<(String, Resources)>,
+    /// The pending entries' requests, parsed, in ledger order.
+    pub pending: Vec<Resources>,
     pub binds: u64,
 }
 
@@ -81,7 +81,7 @@ impl AllocationView {
         let pending = ledger
             .pending
             .iter()
-            .map(|e| (e.pod.clone(), Resources::from_ints(&e.requests)))
+            .map(|e| Resources::from_ints(&e.requests))
             .collect();
         AllocationView {
             revision: meta.revision().unwrap_or(0),
@@ -132,7 +132,7 @@ mod tests {
         assert_eq!(view.revision, 42);
         assert_eq!(view.binds, 3);
         assert_eq!(view.ledger, ledger);
-        assert_eq!(view.pending[0].1.milli_cpu, 250);
+        assert_eq!(view.pending[0].milli_cpu, 250);
 
         lease.metadata.annotations.insert(ANNOTATION_LEDGER.into(), "{not json".into());
         let view = AllocationView::from_lease(&lease);

@@ -1,0 +1,63 @@
+//! The runtime seam: the real Linux runtime, or the hollow one for scale tests. Everything
+//! above this module is the same code for both.
+
+use std::sync::Arc;
+
+use shoal_node::image::ImageInfo;
+use shoal_node::logs::LogReader;
+use shoal_node::{HollowRuntime, LinuxRuntime, Runtime, SandboxInfo};
+
+use crate::registry::{Registry, RegistryError};
+
+#[derive(Clone)]
+pub enum Backend {
+    Linux(Arc<LinuxRuntime>),
+    /// Simulated containers: no kernel work. For scale tests only.
+    Hollow(Arc<HollowRuntime>),
+}
+
+impl Backend {
+    pub fn runtime(&self) -> Arc<dyn Runtime> {
+        match self {
+            Backend::Linux(rt) => rt.clone(),
+            Backend::Hollow(rt) => rt.clone(),
+        }
+    }
+
+    pub fn is_hollow(&self) -> bool {
+        matches!(self, Backend::Hollow(_))
+    }
+
+    /// Makes the image available locally, pulling missing blobs from the cluster registry.
+    pub async fn ensure_image(
+        &self,
+        registry: &Registry,
+        reference: &str,
+        always_pull: bool,
+    ) -> Result<Option<ImageInfo>, RegistryError> {
+        match self {
+            Backend::Hollow(_) => Ok(None),
+            Backend::Linux(rt) => {
+                let reference = crate::registry::normalise(reference);
+                if !always_pull {
+                    if let Ok(info) = rt.images().resolve(&reference) {
+                        return Ok(Some(info));
+                    }
+                }
+                match registry.pull(rt.images(), &reference).await {
+                    Ok(info) => Ok(Some(info)),
+                    // Offline from the registry but present locally: use what we have.
+                    Err(e @ RegistryError::Store(_)) => rt.images().resolve(&reference).map(Some).map_err(|_| e),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    pub fn logs(&self, sandbox: &SandboxInfo, container: &str) -> Option<LogReader> {
+        match self {
+            Backend::Linux(rt) => Some(rt.logs_by_name(sandbox, container)),
+            Backend::Hollow(_) => None,
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! One worker per pod bound to this node: a level-triggered loop that makes the runtime match
+//! the pod (sandbox, images, init containers in order, app containers, restarts with back-off,
+//! probes) and reports the status it observes. It resumes from what the runtime holds, so an
+//! agent restart re-adopts running containers instead of restarting them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bus_schemas::kinds::container::Container;
+use bus_schemas::kinds::Pod;
+use chrono::Utc;
+use shoal_node::{ContainerInfo, ContainerState, SandboxInfo};
+use tokio::sync::watch;
+
+use crate::agent::AgentCtx;
+use crate::probes::{ProbeKind, ProbeTracker};
+use crate::spec;
+use crate::status::{self, time, Observed, ObservedState, Snapshot, Terminated};
+
+/// The runtime's view of this pod when the worker starts (for re-adoption).
+#[derive(Default)]
+pub struct Adopted {
+    pub sandbox: Option<SandboxInfo>,
+    pub containers: Vec<ContainerInfo>,
+}
+
+struct Track {
+    container: Container,
+    id: Option<String>,
+    observed: Observed,
+    backoff_until: Option<Instant>,
+    backoff_exp: u32,
+    probes: ProbeTracker,
+    /// A liveness or startup failure asked for this instance to be restarted.
+    kill_requested: bool,
+}
+
+impl Track {
+    fn new(container: &Container, restart_count: i32) -> Track {
+        Track {
+            container: container.clone(),
+            id: None,
+            observed: Observed {
+                name: container.name.clone(),
+                image: container.image.clone(),
+                restart_count,
+                ..Default::default()
+            },
+            backoff_until: None,
+            backoff_exp: 0,
+            probes: ProbeTracker::new(container),
+            kill_requested: false,
+        }
+    }
+}
+
+pub struct Worker {
+    ctx: Arc<AgentCtx>,
+    sandbox: Option<SandboxInfo>,
+    init: Vec<Track>,
+    app: Vec<Track>,
+    start_time: Option<bus_schemas::Time>,
+    failed: Option<(String, String)>,
+    last_reported: Option<bus_schemas::kinds::pod::PodStatus>,
+    adopted: HashMap<String, ContainerInfo>,
+    images_ready: bool,
+}
+
+impl Worker {
+    pub fn new(ctx: Arc<AgentCtx>, pod: &Pod, adopted: Adopted) -> Worker {
+        let restarts = |statuses: &[bus_schemas::kinds::pod::ContainerStatus], name: &str| {
+            statuses.iter().find(|s| s.name == name).map(|s| s.restart_count).unwrap_or(0)
+        };
+        let init = pod
+            .spec
+            .init_containers
+            .iter()
+            .map(|c| Track::new(c, restarts(&pod.status.init_container_statuses, &c.name)))
+            .collect();
+        let app = pod
+            .spec
+            .containers
+            .iter()
+            .map(|c| Track::new(c, restarts(&pod.status.container_statuses, &c.name)))
+            .collect();
+        let adopted_containers =
+            adopted.containers.into_iter().map(|c| (c.name.clone(), c)).collect();
+        Worker {
+            ctx,
+            sandbox: adopted.sandbox,
+            init,
+            app,
+            start_time: pod.status.start_time,
+            failed: None,
+            last_reported: None,
+            adopted: adopted_containers,
+            images_ready: false,
+        }
+    }
+
+    /// Runs until the pod is gone from this node.
+    pub async fn run(mut self, mut pod_rx: watch::Receiver<Option<Arc<Pod>>>) {
+        loop {
+            let pod = pod_rx.borrow_and_update().clone();
+            let Some(pod) = pod else {
+                self.teardown(Duration::from_secs(2)).await;
+                return;
+            };
+            if pod.metadata.deletion_timestamp.is_some() {
+                let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0);
+                self.teardown(Duration::from_secs(grace as u64)).await;
+                self.ctx.confirm_deleted(&pod).await;
+                return;
+            }
+            self.sync(&pod).await;
+            self.report(&pod).await;
+            let wait = self.next_wakeup();
+            tokio::select! {
+                changed = pod_rx.changed() => if changed.is_err() {
+                    self.teardown(Duration::from_secs(2)).await;
+                    return;
+                },
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    fn next_wakeup(&self) -> Duration {
+        let now = Instant::now();
+        let mut wait = self.ctx.config.sync_period;
+        for t in self.init.iter().chain(&self.app) {
+            if let Some(until) = t.backoff_until {
+                wait = wait.min(until.saturating_duration_since(now));
+            }
+            if let Some(next) = t.probes.next_due() {
+                wait = wait.min(next.saturating_duration_since(now));
+            }
+        }
+        wait.max(Duration::from_millis(20))
+    }
+
+    async fn sync(&mut self, pod: &Pod) {
+        if self.failed.is_some() || is_finished(pod, &self.app) {
+            return;
+        }
+        if self.start_time.is_none() {
+            self.start_time = Some(Utc::now());
+        }
+        if !self.images_ready && !self.pull_images(pod).await {
+            return;
+        }
+        if self.sandbox.is_none() {
+            let sandbox_spec = spec::sandbox_spec(pod, &self.ctx.config.pod_defaults);
+            match self.ctx.call(move |rt| rt.create_sandbox(&sandbox_spec)).await {
+                Ok(sandbox) => self.sandbox = Some(sandbox),
+                Err(e) => {
+                    for t in self.init.iter_mut().chain(self.app.iter_mut()) {
+                        t.observed.state = ObservedState::Waiting {
+                            reason: "CreatePodSandboxError".into(),
+                            message: e.to_string(),
+                        };
+                    }
+                    return;
+                }
+            }
+        }
+        let sandbox = self.sandbox.clone().expect("sandbox just ensured");
+        // Init containers: one at a time, in order, each to successful completion.
+        for i in 0..self.init.len() {
+            self.observe(i, true).await;
+            let done = matches!(&self.init[i].observed.state, ObservedState::Terminated(t) if t.exit_code == 0);
+            if done {
+                continue;
+            }
+            self.drive(pod, &sandbox, i, true).await;
+            return;
+        }
+        for i in 0..self.app.len() {
+            self.observe(i, false).await;
+            self.drive(pod, &sandbox, i, false).await;
+        }
+        self.run_probes(&sandbox).await;
+    }
+
+    async fn pull_images(&mut self, pod: &Pod) -> bool {
+        let mut all = true;
+        let registry = self.ctx.registry.clone();
+        for t in self.init.iter_mut().chain(self.app.iter_mut()) {
+            if t.backoff_until.is_some_and(|u| Instant::now() < u) {
+                all = false;
+                continue;
+            }
+            let always = t.container.image_pull_policy == "Always";
+            match self.ctx.backend.ensure_image(&registry, &t.container.image, always).await {
+                Ok(_) => {
+                    if matches!(&t.observed.state, ObservedState::Waiting { reason, .. } if reason.contains("ImagePull")) {
+                        t.observed.state = ObservedState::NotCreated;
+                        t.backoff_until = None;
+                        t.backoff_exp = 0;
+                    }
+                }
+                Err(e) => {
+                    all = false;
+                    let first = t.backoff_exp == 0;
+                    t.observed.state = ObservedState::Waiting {
+                        reason: if first { "ErrImagePull" } else { "ImagePullBackOff" }.into(),
+                        message: format!("pulling {}: {e}", t.container.image),
+                    };
+                    let delay = self.ctx.config.backoff(t.backoff_exp);
+                    t.backoff_exp += 1;
+                    t.backoff_until = Some(Instant::now() + delay);
+                }
+            }
+        }
+        let _ = pod;
+        self.images_ready = all;
+        all
+    }
+
+    fn track(&mut self, i: usize, init: bool) -> &mut Track {
+        if init { &mut self.init[i] } else { &mut self.app[i] }
+    }
+
+    /// Refreshes one container's observed state from the runtime.
+    async fn observe(&mut self, i: usize, init: bool) {
+        let name = self.track(i, init).container.name.clone();
+        if self.track(i, init).id.is_none() {
+            if let Some(info) = self.adopted.remove(&name) {
+                let t = self.track(i, init);
+                t.id = Some(info.id.clone());
+                t.observed.container_id = format!("shoal://{}", info.id);
+                t.observed.started = true;
+            }
+        }
+        let Some(id) = self.track(i, init).id.clone() else { return };
+        let state = match self.ctx.call(move |rt| rt.container_state(&id)).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(container = %name, error = %e, "container state unreadable; recreating");
+                self.track(i, init).id = None;
+                return;
+            }
+        };
+        let t = self.track(i, init);
+        match state {
+            ContainerState::Created => {}
+            ContainerState::Running { started_at, .. } => {
+                if !matches!(t.observed.state, ObservedState::Running { .. }) {
+                    t.probes.container_started(Instant::now());
+                }
+                t.observed.state = ObservedState::Running { started_at: time(started_at) };
+            }
+            ContainerState::Exited { exit_code, signal, reason, started_at, finished_at } => {
+                let terminated = Terminated {
+                    exit_code,
+                    signal: signal.unwrap_or(0),
+                    reason: reason.as_str().to_string(),
+                    message: String::new(),
+                    started_at: Some(time(started_at)),
+                    finished_at: Some(time(finished_at)),
+                    container_id: t.observed.container_id.clone(),
+                };
+                if t.observed.state != ObservedState::Terminated(terminated.clone()) {
+                    t.probes.container_stopped();
+                    t.observed.ready = false;
+                }
+                t.observed.state = ObservedState::Terminated(terminated);
+            }
+        }
+    }
+
+    /// Starts or restarts one container as the restart policy says.
+    async fn drive(&mut self, pod: &Pod, sandbox: &SandboxInfo, i: usize, init: bool) {
+        let policy = if init && pod.spec.restart_policy == "Always" {
+            "OnFailure".to_string()
+        } else {
+            pod.spec.restart_policy.clone()
+        };
+        let now = Instant::now();
+        let grace = Duration::from_secs(pod.spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64);
+        let config_backoff = |exp| self.ctx.config.backoff(exp);
+        let t = self.track(i, init);
+        if t.kill_requested {
+            if let Some(id) = t.id.clone() {
+                t.kill_requested = false;
+                let _ = self.ctx.call(move |rt| rt.stop_container(&id, grace)).await;
+                self.observe(i, init).await;
+            }
+        }
+        let t = self.track(i, init);
+        let should_start = match &t.observed.state {
+            ObservedState::Running { .. } => false,
+            ObservedState::Terminated(term) => match policy.as_str() {
+                "Always" => true,
+                "OnFailure" => term.exit_code != 0,
+                _ => false,
+            },
+            _ => t.id.is_none(),
+        };
+        if !should_start {
+            if init && policy == "Never" {
+                if let ObservedState::Terminated(term) = &t.observed.state {
+                    if term.exit_code != 0 {
+                        let msg = format!("init container {} failed with exit code {}", t.container.name, term.exit_code);
+                        self.failed = Some(("InitContainerFailed".into(), msg));
+                    }
+                }
+            }
+            return;
+        }
+        if let ObservedState::Terminated(term) = t.observed.state.clone() {
+            // A restart: back off exponentially, showing CrashLoopBackOff meanwhile.
+            match t.backoff_until {
+                None => {
+                    let delay = config_backoff(t.backoff_exp);
+                    t.backoff_exp += 1;
+                    t.backoff_until = Some(now + delay);
+                    t.observed.last_terminated = Some(term);
+                    t.observed.state = ObservedState::Waiting {
+                        reason: "CrashLoopBackOff".into(),
+                        message: format!("back-off {:?} restarting failed container={} pod={}", delay, t.container.name, pod.metadata.name),
+                    };
+                    return;
+                }
+                Some(until) if now < until => return,
+                Some(_) => {}
+            }
+        }
+        if let ObservedState::Waiting { reason, .. } = &t.observed.state {
+            if reason == "CrashLoopBackOff" {
+                if t.backoff_until.is_some_and(|u| now < u) {
+                    return;
+                }
+            }
+        }
+        let restarting = t.id.is_some() || t.observed.last_terminated.is_some();
+        if let Some(old) = t.id.take() {
+            let _ = self.ctx.call(move |rt| rt.remove_container(&old)).await;
+        }
+        let t = self.track(i, init);
+        let container_spec = match spec::container_spec(pod, &t.container, &sandbox.ip.to_string()) {
+            Ok(s) => s,
+            Err(e) => {
+                t.observed.state = ObservedState::Waiting { reason: "CreateContainerConfigError".into(), message: e.0 };
+                return;
+            }
+        };
+        let sandbox_for_start = sandbox.clone();
+        let result = self.ctx.call(move |rt| rt.start_container(&sandbox_for_start, &container_spec)).await;
+        let t = self.track(i, init);
+        match result {
+            Ok(info) => {
+                if restarting {
+                    t.observed.restart_count += 1;
+                }
+                t.id = Some(info.id.clone());
+                t.observed.container_id = format!("shoal://{}", info.id);
+                t.observed.state = ObservedState::Running { started_at: time(info.started_at) };
+                t.observed.started = true;
+                t.backoff_until = None;
+                t.probes.container_started(Instant::now());
+            }
+            Err(e) => {
+                let delay = config_backoff(t.backoff_exp);
+                t.backoff_exp += 1;
+                t.backoff_until = Some(now + delay);
+                t.observed.state = ObservedState::Waiting { reason: "CreateContainerError".into(), message: e.to_string() };
+            }
+        }
+        // A container that stays up for a while earns its back-off back.
+        let t = self.track(i, init);
+        if matches!(t.observed.state, ObservedState::Running { .. }) && t.backoff_exp > 0 {
+            if let ObservedState::Running { started_at } = t.observed.state {
+                if Utc::now() - started_at > chrono::Duration::seconds(60) {
+                    t.backoff_exp = 0;
+                }
+            }
+        }
+    }
+
+    async fn run_probes(&mut self, sandbox: &SandboxInfo) {
+        let now = Instant::now();
+        for i in 0..self.app.len() {
+            let running = matches!(self.app[i].observed.state, ObservedState::Running { .. });
+            if !running {
+                self.app[i].observed.ready = false;
+                continue;
+            }
+            while let Some(kind) = self.app[i].probes.due(now) {
+                let probe = self.app[i].probes.probe(kind).cloned();
+                let Some(probe) = probe else { break };
+                let id = self.app[i].id.clone().unwrap_or_default();
+                let container = self.app[i].container.clone();
+                let ok = crate::probes::run(&self.ctx, sandbox, &id, &container, &probe).await;
+                let verdict = self.app[i].probes.record(kind, ok, Instant::now());
+                if verdict.restart {
+                    self.app[i].kill_requested = true;
+                }
+                if kind == ProbeKind::Liveness && verdict.restart {
+                    tracing::info!(container = %container.name, "liveness probe failed; restarting");
+                }
+            }
+            let t = &mut self.app[i];
+            t.observed.ready = t.probes.is_ready();
+            t.observed.started = t.probes.is_started();
+        }
+        if self.app.iter().any(|t| t.kill_requested) {
+            self.ctx.poke();
+        }
+    }
+
+    async fn report(&mut self, pod: &Pod) {
+        let init: Vec<Observed> = self.init.iter().map(|t| t.observed.clone()).collect();
+        let app: Vec<Observed> = self.app.iter().map(|t| t.observed.clone()).collect();
+        let snapshot = Snapshot {
+            pod,
+            init: &init,
+            app: &app,
+            pod_ip: self.sandbox.as_ref().map(|s| s.ip.to_string()).unwrap_or_default(),
+            host_ip: self.ctx.config.host_ip.clone(),
+            start_time: self.start_time,
+            failed: self.failed.clone(),
+            now: Utc::now(),
+        };
+        let status = status::build(&snapshot);
+        if self.last_reported.as_ref() == Some(&status) || pod.status == status {
+            self.last_reported = Some(status);
+            return;
+        }
+        if self.ctx.report_pod_status(pod, status.clone()).await {
+            self.last_reported = Some(status);
+        }
+    }
+
+    /// Stops every container (SIGTERM, grace, SIGKILL) and removes the sandbox.
+    async fn teardown(&mut self, grace: Duration) {
+        let mut ids: Vec<String> = self.init.iter().chain(&self.app).filter_map(|t| t.id.clone()).collect();
+        ids.extend(self.adopted.drain().map(|(_, c)| c.id));
+        let stops = ids.into_iter().map(|id| self.ctx.call(move |rt| rt.stop_container(&id, grace)));
+        futures::future::join_all(stops).await;
+        if let Some(sandbox) = self.sandbox.take() {
+            let id = sandbox.id.clone();
+            if let Err(e) = self.ctx.call(move |rt| rt.remove_sandbox(&id)).await {
+                tracing::warn!(sandbox = %sandbox.id, error = %e, "removing sandbox failed; the orphan sweep will retry");
+            }
+        }
+    }
+}
+
+/// A pod that reached Succeeded or Failed is never run again.
+fn is_finished(pod: &Pod, _app: &[Track]) -> bool {
+    matches!(pod.status.phase.as_str(), "Succeeded" | "Failed")
+}
