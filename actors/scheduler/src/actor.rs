@@ -47,11 +47,23 @@ struct PendingBind {
 struct NodeWrites {
     in_flight: bool,
     queued: Vec<PendingBind>,
+    /// One of our entries on this node is over (its bind failed): prune it soon, so that
+    /// no reader keeps reserving room for it.
+    dirty: bool,
 }
 
 enum Report {
-    Alloc { node: String, base: u64, outcome: AllocOutcome, batch: Vec<ObjectKey> },
-    Bind { key: ObjectKey, outcome: BindOutcome },
+    Alloc {
+        node: String,
+        base: u64,
+        outcome: AllocOutcome,
+        batch: Vec<ObjectKey>,
+    },
+    Bind {
+        key: ObjectKey,
+        node: String,
+        outcome: BindOutcome,
+    },
 }
 
 struct Runner {
@@ -79,15 +91,23 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), SchedulerError> {
     let store = Store::open(nats.clone()).await?;
-    let informers = config.informers.clone().unwrap_or_else(|| InformerFactory::new(store.clone()));
+    let informers = config
+        .informers
+        .clone()
+        .unwrap_or_else(|| InformerFactory::new(store.clone()));
     let api = ApiClient::new(nats);
     bind::ensure_namespace(&api, ALLOCATION_NAMESPACE)
         .await
-        .map_err(|source| SchedulerError::Bootstrap { namespace: ALLOCATION_NAMESPACE.into(), source })?;
+        .map_err(|source| SchedulerError::Bootstrap {
+            namespace: ALLOCATION_NAMESPACE.into(),
+            source,
+        })?;
     let pods = informers.get::<Pod>();
     let nodes = informers.get::<Node>();
     // Our own informer: the allocation records are the scheduler's business only.
-    let allocs = Informer::<Lease>::builder().namespace(ALLOCATION_NAMESPACE).start(store);
+    let allocs = Informer::<Lease>::builder()
+        .namespace(ALLOCATION_NAMESPACE)
+        .start(store);
     // Subscribe before the initial build, so nothing between build and stream is missed
     // (older buffered events are recognised by revision and skipped).
     let pod_rx = pods.subscribe();
@@ -104,6 +124,7 @@ pub async fn run(
         _ = &mut shutdown => return Ok(()),
     }
     let (reports, report_rx) = mpsc::unbounded_channel();
+    let identity = config.identity.clone();
     let mut runner = Runner {
         queue: SchedulingQueue::new(config.queue.clone()),
         permits: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
@@ -113,7 +134,7 @@ pub async fn run(
         pods,
         nodes,
         allocs,
-        cache: ClusterCache::new(),
+        cache: ClusterCache::with_identity(&identity),
         decider: Decider::default(),
         leases: HashMap::new(),
         writes: HashMap::new(),
@@ -123,7 +144,9 @@ pub async fn run(
     runner.resync();
     tracing::info!(identity = %runner.cfg.identity, names = ?runner.cfg.scheduler_names,
         nodes = runner.cache.nodes().len(), pending = runner.queue.len(), "scheduler started");
-    runner.run_loop(pod_rx, node_rx, alloc_rx, report_rx, shutdown).await
+    runner
+        .run_loop(pod_rx, node_rx, alloc_rx, report_rx, shutdown)
+        .await
 }
 
 /// Turns a broadcast receive into "a change", "resync needed" or "stopped".
@@ -156,7 +179,11 @@ impl Runner {
         pod.spec.node_name.is_empty()
             && !pod.metadata.is_deleting()
             && !pod.is_terminal()
-            && self.cfg.scheduler_names.iter().any(|n| *n == pod.spec.scheduler_name)
+            && self
+                .cfg
+                .scheduler_names
+                .iter()
+                .any(|n| *n == pod.spec.scheduler_name)
     }
 
     async fn run_loop(
@@ -176,7 +203,9 @@ impl Runner {
                     Received::Change(c) => self.on_pod(c),
                     Received::Lagged => self.resync(),
                     Received::Empty => break,
-                    Received::Closed => return Err(SchedulerError::InformerStopped { kind: "Pod" }),
+                    Received::Closed => {
+                        return Err(SchedulerError::InformerStopped { kind: "Pod" })
+                    }
                 }
                 progressed = true;
             }
@@ -185,7 +214,9 @@ impl Runner {
                     Received::Change(c) => self.on_node(c),
                     Received::Lagged => self.resync(),
                     Received::Empty => break,
-                    Received::Closed => return Err(SchedulerError::InformerStopped { kind: "Node" }),
+                    Received::Closed => {
+                        return Err(SchedulerError::InformerStopped { kind: "Node" })
+                    }
                 }
                 progressed = true;
             }
@@ -194,7 +225,9 @@ impl Runner {
                     Received::Change(c) => self.on_alloc(c),
                     Received::Lagged => self.resync(),
                     Received::Empty => break,
-                    Received::Closed => return Err(SchedulerError::InformerStopped { kind: "Lease" }),
+                    Received::Closed => {
+                        return Err(SchedulerError::InformerStopped { kind: "Lease" })
+                    }
                 }
                 progressed = true;
             }
@@ -361,7 +394,15 @@ impl Runner {
             }
             return;
         }
+        // Entries released elsewhere free room: give unschedulable pods another look.
+        let released = change.old.as_ref().is_some_and(|old| {
+            AllocationView::from_lease(old).ledger.pending.len()
+                > AllocationView::from_lease(&change.new).ledger.pending.len()
+        });
         self.install_alloc((*change.new).clone(), false);
+        if released {
+            self.queue.move_all_unschedulable(Instant::now());
+        }
     }
 
     /// Keeps a node's allocation record, unless we hold a newer one (or `force`: the API
@@ -369,7 +410,11 @@ impl Runner {
     fn install_alloc(&mut self, lease: Lease, force: bool) {
         let node = lease.metadata.name.clone();
         let view = AllocationView::from_lease(&lease);
-        let have = self.leases.get(&node).and_then(|l| l.metadata.revision()).unwrap_or(0);
+        let have = self
+            .leases
+            .get(&node)
+            .and_then(|l| l.metadata.revision())
+            .unwrap_or(0);
         if !force && view.revision < have {
             return;
         }
@@ -394,14 +439,20 @@ impl Runner {
         SchedulerMetrics::inc(&self.metrics.attempts);
         let decision = {
             let ctx = PodCtx::new(&pod, &key, &self.cache);
-            match self.decider.decide(&ctx, &self.cache, &self.cfg.sampling, &self.cfg.weights) {
+            match self
+                .decider
+                .decide(&ctx, &self.cache, &self.cfg.sampling, &self.cfg.weights)
+            {
                 Decision::Bind { node } => Ok(node),
                 Decision::Unfit(unfit) => {
                     if unfit.cache_behind > 0 {
                         Err(None)
                     } else {
                         let preemption = self.preemption_for(&ctx, &unfit.preemptable);
-                        Err(Some((explain::message(unfit.total, &unfit.reasons), preemption)))
+                        Err(Some((
+                            explain::message(unfit.total, &unfit.reasons),
+                            preemption,
+                        )))
                     }
                 }
             }
@@ -413,12 +464,16 @@ impl Runner {
                 let decided_at = self.cache.nodes()[i].alloc.revision;
                 let requests = Resources::of_pod(&pod);
                 self.cache.assume(&key, &node);
-                self.writes.entry(node.clone()).or_default().queued.push(PendingBind {
-                    key,
-                    pod,
-                    requests,
-                    decided_at,
-                });
+                self.writes
+                    .entry(node.clone())
+                    .or_default()
+                    .queued
+                    .push(PendingBind {
+                        key,
+                        pod,
+                        requests,
+                        decided_at,
+                    });
                 self.kick(&node);
             }
             // Some node's record is ahead of our pod cache: decide again in a moment.
@@ -460,7 +515,13 @@ impl Runner {
         preempt::select(ctx, &self.cache, nodes)
     }
 
-    fn preempt(&mut self, key: &ObjectKey, pod: Arc<Pod>, candidate: preempt::Candidate, message: String) {
+    fn preempt(
+        &mut self,
+        key: &ObjectKey,
+        pod: Arc<Pod>,
+        candidate: preempt::Candidate,
+        message: String,
+    ) {
         let node = self.cache.nodes()[candidate.node].name.clone();
         let victims: Vec<Arc<Pod>> = candidate
             .victims
@@ -471,7 +532,11 @@ impl Runner {
         tracing::info!(pod = %key, node = %node, victims = victims.len(), "preempting");
         self.nominations.insert(key.clone(), node.clone());
         self.cache.nominate(key, &node);
-        let (api, permits, instance) = (self.api.clone(), self.permits.clone(), self.cfg.identity.clone());
+        let (api, permits, instance) = (
+            self.api.clone(),
+            self.permits.clone(),
+            self.cfg.identity.clone(),
+        );
         tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
             // Nominate first, so every scheduler sees the room reserved before it frees up.
@@ -483,19 +548,40 @@ impl Runner {
                     tracing::warn!(victim = %victim.metadata.name, error = %e, "eviction failed");
                 }
             }
-            let _ = bind::record_event(&api, &pod, "Warning", "FailedScheduling", &message, &instance).await;
+            let _ = bind::record_event(
+                &api,
+                &pod,
+                "Warning",
+                "FailedScheduling",
+                &message,
+                &instance,
+            )
+            .await;
         });
     }
 
     fn spawn_unschedulable(&self, pod: Arc<Pod>, message: String, nominated: Option<String>) {
-        let (api, permits, instance) = (self.api.clone(), self.permits.clone(), self.cfg.identity.clone());
+        let (api, permits, instance) = (
+            self.api.clone(),
+            self.permits.clone(),
+            self.cfg.identity.clone(),
+        );
         tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
-            if let Err(e) = bind::report_unschedulable(&api, &pod, &message, nominated.as_deref()).await {
+            if let Err(e) =
+                bind::report_unschedulable(&api, &pod, &message, nominated.as_deref()).await
+            {
                 tracing::warn!(pod = %pod.metadata.name, error = %e, "cannot write PodScheduled");
             }
-            if let Err(e) =
-                bind::record_event(&api, &pod, "Warning", "FailedScheduling", &message, &instance).await
+            if let Err(e) = bind::record_event(
+                &api,
+                &pod,
+                "Warning",
+                "FailedScheduling",
+                &message,
+                &instance,
+            )
+            .await
             {
                 tracing::warn!(pod = %pod.metadata.name, error = %e, "cannot record event");
             }
@@ -504,10 +590,13 @@ impl Runner {
 
     /// Starts the next allocation-record write for `node`, if none is in flight.
     fn kick(&mut self, node: &str) {
-        let Some(w) = self.writes.get_mut(node) else { return };
-        if w.in_flight || w.queued.is_empty() {
+        let Some(w) = self.writes.get_mut(node) else {
+            return;
+        };
+        if w.in_flight || (w.queued.is_empty() && !w.dirty) {
             return;
         }
+        let dirty = std::mem::take(&mut w.dirty);
         let queued = std::mem::take(&mut w.queued);
         let now = Instant::now();
         let Some(info) = self.cache.node(node) else {
@@ -518,23 +607,31 @@ impl Runner {
             return;
         };
         let view = info.alloc.clone();
-        let (valid, stale): (Vec<PendingBind>, Vec<PendingBind>) =
-            queued.into_iter().partition(|b| b.decided_at == view.revision);
+        let (valid, stale): (Vec<PendingBind>, Vec<PendingBind>) = queued
+            .into_iter()
+            .partition(|b| b.decided_at == view.revision);
         for b in stale {
             // Decided against a record that changed since: decide again.
             SchedulerMetrics::inc(&self.metrics.conflicts);
             self.cache.forget(&b.key);
             self.queue.retry_after(&b.key, Duration::ZERO, now);
         }
-        if valid.is_empty() {
+        if valid.is_empty() && !dirty {
             return;
         }
         let mut next_ledger = view.ledger.clone();
         let before = next_ledger.pending.len();
-        next_ledger.pending.retain(|e| !self.cache.ledger_entry_over(e));
-        if next_ledger.pending.len() != before {
+        next_ledger
+            .pending
+            .retain(|e| !self.cache.ledger_entry_over(e, node));
+        let pruned = next_ledger.pending.len() != before;
+        if pruned {
             next_ledger.pods_revision = next_ledger.pods_revision.max(self.cache.pod_revision);
         }
+        if valid.is_empty() && !pruned {
+            return;
+        }
+        let at_ms = chrono::Utc::now().timestamp_millis();
         for b in &valid {
             let pod_key = key_string(&b.key);
             next_ledger.pending.retain(|e| e.pod != pod_key);
@@ -543,15 +640,23 @@ impl Runner {
                 uid: b.pod.metadata.uid.clone(),
                 seen_at: self.cache.pod_revision,
                 requests: b.requests.to_ints(),
+                writer: self.cfg.identity.clone(),
+                at_ms,
             });
         }
-        let current = if view.revision == 0 { None } else { self.leases.get(node) };
-        let next = ledger::next_record(node, current, &next_ledger, view.binds + valid.len() as u64);
+        let current = if view.revision == 0 {
+            None
+        } else {
+            self.leases.get(node)
+        };
+        let next =
+            ledger::next_record(node, current, &next_ledger, view.binds + valid.len() as u64);
         let create = current.is_none();
         if let Some(w) = self.writes.get_mut(node) {
             w.in_flight = true;
         }
-        let (api, permits, reports) = (self.api.clone(), self.permits.clone(), self.reports.clone());
+        let (api, permits, reports) =
+            (self.api.clone(), self.permits.clone(), self.reports.clone());
         let node = node.to_string();
         let base = view.revision;
         tokio::spawn(async move {
@@ -560,17 +665,33 @@ impl Runner {
                 bind::write_allocation(&api, &node, &next, create).await
             };
             let written = matches!(outcome, AllocOutcome::Written(_));
+            let written_at = Instant::now();
             let batch_keys = valid.iter().map(|b| b.key.clone()).collect();
-            let _ = reports.send(Report::Alloc { node: node.clone(), base, outcome, batch: batch_keys });
+            let _ = reports.send(Report::Alloc {
+                node: node.clone(),
+                base,
+                outcome,
+                batch: batch_keys,
+            });
             if !written {
                 return;
             }
             let binds = valid.into_iter().map(|b| {
-                let (api, permits, reports, node) = (api.clone(), permits.clone(), reports.clone(), node.clone());
+                let (api, permits, reports, node) =
+                    (api.clone(), permits.clone(), reports.clone(), node.clone());
                 async move {
                     let _permit = permits.acquire_owned().await;
-                    let outcome = bind::bind_pod(&api, &b.pod, &node).await;
-                    let _ = reports.send(Report::Bind { key: b.key, outcome });
+                    // Past the window other schedulers may already ignore our entry.
+                    let outcome = if written_at.elapsed() > ledger::BIND_WINDOW {
+                        BindOutcome::Failed("bind window passed before the bind was sent".into())
+                    } else {
+                        bind::bind_pod(&api, &b.pod, &node).await
+                    };
+                    let _ = reports.send(Report::Bind {
+                        key: b.key,
+                        node,
+                        outcome,
+                    });
                 }
             });
             futures::future::join_all(binds).await;
@@ -580,7 +701,12 @@ impl Runner {
     fn on_report(&mut self, report: Report) {
         let now = Instant::now();
         match report {
-            Report::Alloc { node, base, outcome, batch } => {
+            Report::Alloc {
+                node,
+                base,
+                outcome,
+                batch,
+            } => {
                 if let Some(w) = self.writes.get_mut(&node) {
                     w.in_flight = false;
                 }
@@ -612,6 +738,7 @@ impl Runner {
                             self.cache.forget(&key);
                             self.queue.retry_after(&key, Duration::ZERO, now);
                         }
+                        self.queue.move_all_unschedulable(now);
                     }
                     AllocOutcome::Failed(why) => {
                         tracing::warn!(node = %node, error = %why, "allocation record write failed");
@@ -623,7 +750,7 @@ impl Runner {
                 }
                 self.kick(&node);
             }
-            Report::Bind { key, outcome } => match outcome {
+            Report::Bind { key, node, outcome } => match outcome {
                 BindOutcome::Bound(pod) => {
                     SchedulerMetrics::inc(&self.metrics.scheduled);
                     self.queue.forget(&key);
@@ -631,7 +758,11 @@ impl Runner {
                     let (api, permits) = (self.api.clone(), self.permits.clone());
                     let pod = *pod;
                     let was = pod.status.nominated_node_name.is_empty()
-                        && bus_schemas::meta::find_condition(&pod.status.conditions, "PodScheduled").is_none();
+                        && bus_schemas::meta::find_condition(
+                            &pod.status.conditions,
+                            "PodScheduled",
+                        )
+                        .is_none();
                     if !was {
                         tokio::spawn(async move {
                             let _permit = permits.acquire_owned().await;
@@ -639,19 +770,25 @@ impl Runner {
                         });
                     }
                 }
-                BindOutcome::Conflict => {
-                    SchedulerMetrics::inc(&self.metrics.conflicts);
+                failed => {
                     self.cache.forget(&key);
-                    self.queue.retry_after(&key, POD_CONFLICT_RETRY, now);
-                }
-                BindOutcome::Gone => {
-                    self.cache.forget(&key);
-                    self.queue.forget(&key);
-                }
-                BindOutcome::Failed(why) => {
-                    tracing::warn!(pod = %key, error = %why, "bind failed");
-                    self.cache.forget(&key);
-                    self.queue.retry_later(&key, now);
+                    match failed {
+                        BindOutcome::Conflict => {
+                            SchedulerMetrics::inc(&self.metrics.conflicts);
+                            self.queue.retry_after(&key, POD_CONFLICT_RETRY, now);
+                        }
+                        BindOutcome::Gone => self.queue.forget(&key),
+                        BindOutcome::Failed(why) => {
+                            tracing::warn!(pod = %key, error = %why, "bind failed");
+                            self.queue.retry_later(&key, now);
+                        }
+                        BindOutcome::Bound(_) => {}
+                    }
+                    // Our entry on that node is over: release it for everyone, and let our
+                    // own unschedulable pods see the room.
+                    self.writes.entry(node.clone()).or_default().dirty = true;
+                    self.kick(&node);
+                    self.queue.move_all_unschedulable(now);
                 }
             },
         }

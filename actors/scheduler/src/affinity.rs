@@ -17,7 +17,10 @@ use crate::cache::ClusterCache;
 // cache; such terms fall back to their namespace list (or the pod's namespace).
 fn term_matches(term: &PodAffinityTerm, term_owner_ns: &str, candidate: &Pod) -> bool {
     let ns = &candidate.metadata.namespace;
-    let all_namespaces = term.namespace_selector.as_ref().is_some_and(|s| s.is_empty());
+    let all_namespaces = term
+        .namespace_selector
+        .as_ref()
+        .is_some_and(|s| s.is_empty());
     let ns_ok = all_namespaces
         || if term.namespaces.is_empty() {
             ns == term_owner_ns
@@ -64,18 +67,35 @@ impl AffinityState {
         let affinity = pod.spec.affinity.as_ref();
         let pa = affinity.and_then(|a| a.pod_affinity.as_ref());
         let anti = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
-        let req_aff = pa.map(|a| &a.required_during_scheduling_ignored_during_execution[..]).unwrap_or(&[]);
-        let pref_aff = pa.map(|a| &a.preferred_during_scheduling_ignored_during_execution[..]).unwrap_or(&[]);
-        let req_anti = anti.map(|a| &a.required_during_scheduling_ignored_during_execution[..]).unwrap_or(&[]);
-        let pref_anti = anti.map(|a| &a.preferred_during_scheduling_ignored_during_execution[..]).unwrap_or(&[]);
-        let own_terms = !(req_aff.is_empty() && pref_aff.is_empty() && req_anti.is_empty() && pref_anti.is_empty());
+        let req_aff = pa
+            .map(|a| &a.required_during_scheduling_ignored_during_execution[..])
+            .unwrap_or(&[]);
+        let pref_aff = pa
+            .map(|a| &a.preferred_during_scheduling_ignored_during_execution[..])
+            .unwrap_or(&[]);
+        let req_anti = anti
+            .map(|a| &a.required_during_scheduling_ignored_during_execution[..])
+            .unwrap_or(&[]);
+        let pref_anti = anti
+            .map(|a| &a.preferred_during_scheduling_ignored_during_execution[..])
+            .unwrap_or(&[]);
+        let own_terms = !(req_aff.is_empty()
+            && pref_aff.is_empty()
+            && req_anti.is_empty()
+            && pref_anti.is_empty());
         let mut existing = cache.anti_affinity_pods().peekable();
         if !own_terms && existing.peek().is_none() {
             return None;
         }
         let mut state = AffinityState {
-            required: req_aff.iter().map(|t| (t.topology_key.clone(), HashSet::new())).collect(),
-            anti: req_anti.iter().map(|t| (t.topology_key.clone(), HashSet::new())).collect(),
+            required: req_aff
+                .iter()
+                .map(|t| (t.topology_key.clone(), HashSet::new()))
+                .collect(),
+            anti: req_anti
+                .iter()
+                .map(|t| (t.topology_key.clone(), HashSet::new()))
+                .collect(),
             ..Default::default()
         };
         let node_label = |node: &str, key: &str| -> Option<String> {
@@ -121,12 +141,18 @@ impl AffinityState {
                         }
                     }
                 }
-                for (w, sign) in pref_aff.iter().map(|w| (w, 1)).chain(pref_anti.iter().map(|w| (w, -1))) {
+                for (w, sign) in pref_aff
+                    .iter()
+                    .map(|w| (w, 1))
+                    .chain(pref_anti.iter().map(|w| (w, -1)))
+                {
                     let term = &w.pod_affinity_term;
                     if term_matches(term, ns, other) {
                         if let Some(v) = node_label(&entry.node, &term.topology_key) {
-                            *state.preferred.entry((term.topology_key.clone(), v)).or_default() +=
-                                sign * i64::from(w.weight);
+                            *state
+                                .preferred
+                                .entry((term.topology_key.clone(), v))
+                                .or_default() += sign * i64::from(w.weight);
                         }
                     }
                 }

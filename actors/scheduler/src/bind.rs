@@ -27,8 +27,17 @@ pub enum AllocOutcome {
 }
 
 /// Creates (`create`) or CAS-updates node `node`'s allocation record.
-pub async fn write_allocation(api: &ApiClient, node: &str, next: &Lease, create: bool) -> AllocOutcome {
-    let result = if create { api.create(next).await } else { api.update(next).await };
+pub async fn write_allocation(
+    api: &ApiClient,
+    node: &str,
+    next: &Lease,
+    create: bool,
+) -> AllocOutcome {
+    let result = if create {
+        api.create(next).await
+    } else {
+        api.update(next).await
+    };
     match result {
         Ok(lease) => AllocOutcome::Written(lease),
         Err(e) if e.is_conflict() || e.is_already_exists() || e.is_not_found() => {
@@ -56,6 +65,10 @@ pub enum BindOutcome {
 pub async fn bind_pod(api: &ApiClient, pod: &Pod, node: &str) -> BindOutcome {
     let mut next = pod.clone();
     next.spec.node_name = node.to_string();
+    // A short deadline: the bind must land within the allocation entry's window.
+    let api = api
+        .clone()
+        .with_deadline(std::time::Duration::from_secs(10));
     match api.update(&next).await {
         Ok(bound) => BindOutcome::Bound(Box::new(bound)),
         Err(e) if e.is_conflict() => BindOutcome::Conflict,
@@ -157,7 +170,10 @@ pub async fn record_event(
         involved_object: involved.clone(),
         reason: reason.into(),
         message: message.into(),
-        source: EventSource { component: COMPONENT.into(), host: String::new() },
+        source: EventSource {
+            component: COMPONENT.into(),
+            host: String::new(),
+        },
         first_timestamp: Some(now),
         last_timestamp: Some(now),
         count: 1,
@@ -174,7 +190,9 @@ pub async fn record_event(
         Err(e) => return Err(e),
     }
     for _ in 0..3 {
-        let mut existing: Event = api.get(&event.metadata.namespace, &event.metadata.name).await?;
+        let mut existing: Event = api
+            .get(&event.metadata.namespace, &event.metadata.name)
+            .await?;
         if existing.involved_object.uid != involved.uid {
             // The same name for a recreated pod: start counting afresh.
             existing.involved_object = involved.clone();
@@ -207,7 +225,10 @@ pub async fn evict(
         namespace: victim.metadata.namespace.clone(),
         name: victim.metadata.name.clone(),
         grace_period_seconds: victim.spec.termination_grace_period_seconds,
-        preconditions: Some(Preconditions { uid: Some(victim.metadata.uid.clone()), resource_version: None }),
+        preconditions: Some(Preconditions {
+            uid: Some(victim.metadata.uid.clone()),
+            resource_version: None,
+        }),
         ..Default::default()
     };
     match api.delete::<Pod>(&options).await {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bus_schemas::kinds::{Node, Pod};
 use shoal_bus::ObjectKey;
 
-use crate::ledger::{AllocationView, LedgerEntry};
+use crate::ledger::{AllocationView, LedgerEntry, ENTRY_TTL_MS};
 use crate::resources::Resources;
 
 /// The label zone spreading reads.
@@ -94,7 +94,10 @@ impl PodEntry {
             .affinity
             .as_ref()
             .and_then(|a| a.pod_anti_affinity.as_ref())
-            .is_some_and(|a| !a.required_during_scheduling_ignored_during_execution.is_empty())
+            .is_some_and(|a| {
+                !a.required_during_scheduling_ignored_during_execution
+                    .is_empty()
+            })
     }
 }
 
@@ -122,11 +125,20 @@ pub struct ClusterCache {
     orphan_allocs: HashMap<String, AllocationView>,
     /// The last pod-log revision applied: the cache reflects the pod log exactly up to here.
     pub pod_revision: u64,
+    /// This scheduler instance (ledger entries it wrote are judged by what it knows).
+    pub identity: String,
 }
 
 impl ClusterCache {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    pub fn with_identity(identity: &str) -> Self {
+        ClusterCache {
+            identity: identity.to_string(),
+            ..Default::default()
+        }
     }
 
     pub fn nodes(&self) -> &[NodeInfo] {
@@ -150,7 +162,9 @@ impl ClusterCache {
     }
 
     pub fn anti_affinity_pods(&self) -> impl Iterator<Item = &PodEntry> {
-        self.anti_affinity_pods.iter().filter_map(|k| self.pods.get(k))
+        self.anti_affinity_pods
+            .iter()
+            .filter_map(|k| self.pods.get(k))
     }
 
     pub fn zone_count(&self, owner: &str, zone: &str) -> u32 {
@@ -205,7 +219,9 @@ impl ClusterCache {
     }
 
     pub fn remove_node(&mut self, name: &str) {
-        let Some(i) = self.node_index.remove(name) else { return };
+        let Some(i) = self.node_index.remove(name) else {
+            return;
+        };
         let info = self.nodes.swap_remove(i);
         if i < self.nodes.len() {
             let moved = self.nodes[i].name.clone();
@@ -220,14 +236,21 @@ impl ClusterCache {
 
     /// Keeps the owner/zone counts right when a node's zone label changes.
     fn rezone(&mut self, i: usize, old_zone: Option<String>) {
-        let owners: Vec<(String, u32)> = self.nodes[i].owners.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let owners: Vec<(String, u32)> = self.nodes[i]
+            .owners
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
         let new_zone = self.nodes[i].zone.clone();
         for (owner, n) in owners {
             if let Some(z) = &old_zone {
                 self.dec_zone(&owner, z, n);
             }
             if let Some(z) = &new_zone {
-                *self.zone_counts.entry((owner.clone(), z.clone())).or_default() += n;
+                *self
+                    .zone_counts
+                    .entry((owner.clone(), z.clone()))
+                    .or_default() += n;
             }
         }
     }
@@ -254,7 +277,9 @@ impl ClusterCache {
                 self.anti_affinity_pods.remove(key);
             }
         }
-        let Some(&i) = self.node_index.get(&entry.node) else { return };
+        let Some(&i) = self.node_index.get(&entry.node) else {
+            return;
+        };
         let owner = entry.pod.controller_uid().map(str::to_string);
         let info = &mut self.nodes[i];
         let (cpu, mem) = entry.requests.non_zero();
@@ -312,11 +337,15 @@ impl ClusterCache {
         }
         let node = match self.local_nominations.get(key) {
             Some(n) => n.clone(),
-            None if !e.pod.status.nominated_node_name.is_empty() => e.pod.status.nominated_node_name.clone(),
+            None if !e.pod.status.nominated_node_name.is_empty() => {
+                e.pod.status.nominated_node_name.clone()
+            }
             None => return,
         };
         if let Some(&i) = self.node_index.get(&node) {
-            self.nodes[i].nominated.insert(key.clone(), (e.priority, e.requests.clone()));
+            self.nodes[i]
+                .nominated
+                .insert(key.clone(), (e.priority, e.requests.clone()));
         }
         self.nominated_at.insert(key.clone(), node);
     }
@@ -368,15 +397,21 @@ impl ClusterCache {
 
     pub fn delete_pod(&mut self, key: &ObjectKey, revision: u64) -> PodDelta {
         self.pod_revision = self.pod_revision.max(revision);
-        let Some(old) = self.pods.remove(key) else { return PodDelta::default() };
+        let Some(old) = self.pods.remove(key) else {
+            return PodDelta::default();
+        };
         self.account(key, &old, false);
         self.set_nomination(key, None);
-        PodDelta { freed: old.counts() }
+        PodDelta {
+            freed: old.counts(),
+        }
     }
 
     /// Counts a pod on `node` before its bind is visible (kube-scheduler's "assume").
     pub fn assume(&mut self, key: &ObjectKey, node: &str) -> bool {
-        let Some(mut entry) = self.pods.remove(key) else { return false };
+        let Some(mut entry) = self.pods.remove(key) else {
+            return false;
+        };
         if !entry.node.is_empty() {
             self.pods.insert(key.clone(), entry);
             return false;
@@ -391,7 +426,9 @@ impl ClusterCache {
 
     /// Undoes [`assume`](Self::assume) after a failed bind (no-op once the bind is visible).
     pub fn forget(&mut self, key: &ObjectKey) {
-        let Some(entry) = self.pods.get(key) else { return };
+        let Some(entry) = self.pods.get(key) else {
+            return;
+        };
         if !entry.assumed {
             return;
         }
@@ -430,7 +467,7 @@ impl ClusterCache {
         let mut sum = Resources::default();
         for (entry, req) in info.alloc.ledger.pending.iter().zip(&info.alloc.pending) {
             let counted_here = parse_key(&entry.pod).is_some_and(|k| info.pods.contains(&k));
-            if !counted_here && !self.ledger_entry_over(entry) {
+            if !counted_here && !self.ledger_entry_over(entry, &info.name) {
                 sum.add(req);
             }
         }
@@ -439,18 +476,28 @@ impl ClusterCache {
 
     /// Whether a ledger entry no longer reserves anything: in a cache at or past the entry's
     /// `seenAt`, its pod is gone (or replaced), visibly bound (then it counts where it is
-    /// bound), or finished. Used both to ignore and to prune entries.
-    pub fn ledger_entry_over(&self, entry: &LedgerEntry) -> bool {
+    /// bound), or finished; or the pod is still unbound and the entry is ours (our bind is not
+    /// in flight, or the pod would be assumed here) or older than the TTL. Used both to
+    /// ignore and to prune entries.
+    pub fn ledger_entry_over(&self, entry: &LedgerEntry, node: &str) -> bool {
         if entry.seen_at > self.pod_revision {
             return false;
         }
-        let Some(key) = parse_key(&entry.pod) else { return true };
+        let Some(key) = parse_key(&entry.pod) else {
+            return true;
+        };
         match self.pods.get(&key) {
             None => true,
             Some(p) => {
                 (!entry.uid.is_empty() && p.pod.metadata.uid != entry.uid)
                     || (!p.node.is_empty() && !p.assumed)
                     || p.pod.is_terminal()
+                    || (entry.writer == self.identity && !(p.assumed && p.node == node))
+                    || (entry.writer != self.identity
+                        && chrono::Utc::now()
+                            .timestamp_millis()
+                            .saturating_sub(entry.at_ms)
+                            > ENTRY_TTL_MS)
             }
         }
     }
@@ -476,7 +523,8 @@ impl ClusterCache {
             .chain(self.orphan_allocs.drain())
             .collect();
         let local_nominations = std::mem::take(&mut self.local_nominations);
-        *self = ClusterCache::default();
+        let identity = std::mem::take(&mut self.identity);
+        *self = ClusterCache::with_identity(&identity);
         self.orphan_allocs = allocs.into_iter().collect();
         self.local_nominations = local_nominations;
         assumed
@@ -505,9 +553,15 @@ pub(crate) mod tests {
         let mut n = Node::default();
         n.metadata.name = name.into();
         for (k, v) in [("cpu", cpu), ("memory", mem), ("pods", pods)] {
-            n.status.allocatable.insert(k.into(), Quantity::parse(v).unwrap());
+            n.status
+                .allocatable
+                .insert(k.into(), Quantity::parse(v).unwrap());
         }
-        n.status.conditions.push(Condition { type_: "Ready".into(), status: "True".into(), ..Default::default() });
+        n.status.conditions.push(Condition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..Default::default()
+        });
         n
     }
 
@@ -516,12 +570,20 @@ pub(crate) mod tests {
         p.metadata.namespace = "default".into();
         p.metadata.name = name.into();
         p.metadata.uid = format!("uid-{name}");
-        let mut c = Container { name: "c".into(), image: "x".into(), ..Default::default() };
+        let mut c = Container {
+            name: "c".into(),
+            image: "x".into(),
+            ..Default::default()
+        };
         if !cpu.is_empty() {
-            c.resources.requests.insert("cpu".into(), Quantity::parse(cpu).unwrap());
+            c.resources
+                .requests
+                .insert("cpu".into(), Quantity::parse(cpu).unwrap());
         }
         if !mem.is_empty() {
-            c.resources.requests.insert("memory".into(), Quantity::parse(mem).unwrap());
+            c.resources
+                .requests
+                .insert("memory".into(), Quantity::parse(mem).unwrap());
         }
         p.spec.containers.push(c);
         p.spec.scheduler_name = "default-scheduler".into();

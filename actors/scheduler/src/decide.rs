@@ -23,7 +23,10 @@ pub struct Sampling {
 
 impl Default for Sampling {
     fn default() -> Self {
-        Sampling { percentage: 0, min_feasible: 100 }
+        Sampling {
+            percentage: 0,
+            min_feasible: 100,
+        }
     }
 }
 
@@ -87,8 +90,15 @@ impl Decider {
         }
         let want = sampling.nodes_to_find(total);
         self.feasible.clear();
-        let mut unfit = Unfit { total, ..Default::default() };
-        let start = if total == 0 { 0 } else { self.next_start % total };
+        let mut unfit = Unfit {
+            total,
+            ..Default::default()
+        };
+        let start = if total == 0 {
+            0
+        } else {
+            self.next_start % total
+        };
         let mut visited = 0;
         for j in 0..total {
             if self.feasible.len() >= want {
@@ -137,7 +147,10 @@ mod tests {
         assert_eq!(s.nodes_to_find(50), 50);
         assert_eq!(s.nodes_to_find(1000), 420);
         assert_eq!(s.nodes_to_find(5000), 500);
-        let fixed = Sampling { percentage: 5, min_feasible: 100 };
+        let fixed = Sampling {
+            percentage: 5,
+            min_feasible: 100,
+        };
         assert_eq!(fixed.nodes_to_find(5000), 250);
         assert_eq!(fixed.nodes_to_find(1000), 100);
     }
@@ -155,7 +168,8 @@ mod tests {
         let p = pod("p", "1", "1500Mi");
         let key = ObjectKey::new("default", "p");
         let ctx = PodCtx::new(&p, &key, &cache);
-        let Decision::Unfit(u) = d.decide(&ctx, &cache, &Sampling::default(), &Weights::default()) else {
+        let Decision::Unfit(u) = d.decide(&ctx, &cache, &Sampling::default(), &Weights::default())
+        else {
             panic!("must not fit")
         };
         assert_eq!(
@@ -167,7 +181,9 @@ mod tests {
         let small = pod("s", "1", "512Mi");
         let key = ObjectKey::new("default", "s");
         let ctx = PodCtx::new(&small, &key, &cache);
-        let Decision::Bind { node } = d.decide(&ctx, &cache, &Sampling::default(), &Weights::default()) else {
+        let Decision::Bind { node } =
+            d.decide(&ctx, &cache, &Sampling::default(), &Weights::default())
+        else {
             panic!("fits")
         };
         assert_eq!(cache.nodes()[node].name, "m1", "emptier memory");

@@ -38,7 +38,13 @@ mod tests {
             "0/3 nodes are available: 2 Insufficient memory, 1 node(s) were unschedulable."
         );
         let reasons = HashMap::from([
-            (Reason::Taint { key: "dedicated".into(), value: "gpu".into() }, 2),
+            (
+                Reason::Taint {
+                    key: "dedicated".into(),
+                    value: "gpu".into(),
+                },
+                2,
+            ),
             (Reason::Insufficient("cpu".into()), 3),
         ]);
         assert_eq!(

@@ -20,7 +20,10 @@ pub enum Reason {
     NotReady,
     Unschedulable,
     NodeAffinity,
-    Taint { key: String, value: String },
+    Taint {
+        key: String,
+        value: String,
+    },
     TooManyPods,
     Insufficient(String),
     PodAffinity,
@@ -52,9 +55,15 @@ impl fmt::Display for Reason {
             Reason::PodAffinity => write!(f, "node(s) didn't match pod affinity rules"),
             Reason::PodAntiAffinity => write!(f, "node(s) didn't match pod anti-affinity rules"),
             Reason::ExistingAntiAffinity => {
-                write!(f, "node(s) didn't satisfy existing pods anti-affinity rules")
+                write!(
+                    f,
+                    "node(s) didn't satisfy existing pods anti-affinity rules"
+                )
             }
-            Reason::CacheBehind => write!(f, "node(s) had allocations not yet in this scheduler's cache"),
+            Reason::CacheBehind => write!(
+                f,
+                "node(s) had allocations not yet in this scheduler's cache"
+            ),
         }
     }
 }
@@ -85,7 +94,11 @@ fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
 }
 
 fn tolerates_condition(pod: &Pod, key: &str) -> bool {
-    let taint = Taint { key: key.into(), effect: "NoSchedule".into(), ..Default::default() };
+    let taint = Taint {
+        key: key.into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    };
     tolerated(&pod.spec.tolerations, &taint)
 }
 
@@ -102,7 +115,10 @@ pub fn matches_node_selection(pod: &Pod, node: &bus_schemas::kinds::Node) -> boo
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .is_none_or(|s| s.matches(labels, &node.metadata.name));
     selector_ok && affinity_ok
 }
@@ -110,7 +126,8 @@ pub fn matches_node_selection(pod: &Pod, node: &bus_schemas::kinds::Node) -> boo
 /// The first NoSchedule/NoExecute taint the pod does not tolerate.
 pub fn untolerated_taint<'n>(pod: &Pod, taints: &'n [Taint]) -> Option<&'n Taint> {
     taints.iter().find(|t| {
-        (t.effect == "NoSchedule" || t.effect == "NoExecute") && !tolerated(&pod.spec.tolerations, t)
+        (t.effect == "NoSchedule" || t.effect == "NoExecute")
+            && !tolerated(&pod.spec.tolerations, t)
     })
 }
 
@@ -139,7 +156,10 @@ pub fn filter(
         return false;
     }
     if let Some(t) = untolerated_taint(pod, &node.spec.taints) {
-        out.push(Reason::Taint { key: t.key.clone(), value: t.value.clone() });
+        out.push(Reason::Taint {
+            key: t.key.clone(),
+            value: t.value.clone(),
+        });
         return false;
     }
     if cache.alloc_ahead(i) {
@@ -198,7 +218,13 @@ mod tests {
         let key = ObjectKey::new(p.metadata.namespace.clone(), p.metadata.name.clone());
         let ctx = PodCtx::new(p, &key, cache);
         let mut out = Vec::new();
-        let ok = filter(&ctx, cache, cache.node_position(name).unwrap(), &mut out, &mut Vec::new());
+        let ok = filter(
+            &ctx,
+            cache,
+            cache.node_position(name).unwrap(),
+            &mut out,
+            &mut Vec::new(),
+        );
         assert_eq!(ok, out.is_empty());
         out
     }
@@ -215,22 +241,34 @@ mod tests {
         assert!(run(&cache, &pod("p", "1", "512Mi"), "n1").is_empty());
         assert_eq!(
             run(&cache, &pod("p", "3", "2Gi"), "n1"),
-            vec![Reason::Insufficient("cpu".into()), Reason::Insufficient("memory".into())]
+            vec![
+                Reason::Insufficient("cpu".into()),
+                Reason::Insufficient("memory".into())
+            ]
         );
         cache.apply_pod(Arc::new(bound(pod("a", "", ""), "n1")), 1);
         cache.apply_pod(Arc::new(bound(pod("b", "", ""), "n1")), 2);
-        assert_eq!(run(&cache, &pod("p", "", ""), "n1"), vec![Reason::TooManyPods]);
+        assert_eq!(
+            run(&cache, &pod("p", "", ""), "n1"),
+            vec![Reason::TooManyPods]
+        );
     }
 
     #[test]
     fn readiness_and_cordon() {
         let mut n = node("n1", "2", "1Gi", "10");
         n.status.conditions.clear();
-        assert_eq!(run(&one_node(n), &pod("p", "", ""), "n1"), vec![Reason::NotReady]);
+        assert_eq!(
+            run(&one_node(n), &pod("p", "", ""), "n1"),
+            vec![Reason::NotReady]
+        );
         let mut n = node("n1", "2", "1Gi", "10");
         n.spec.unschedulable = true;
         let cache = one_node(n);
-        assert_eq!(run(&cache, &pod("p", "", ""), "n1"), vec![Reason::Unschedulable]);
+        assert_eq!(
+            run(&cache, &pod("p", "", ""), "n1"),
+            vec![Reason::Unschedulable]
+        );
         let mut tolerant = pod("p", "", "");
         tolerant.spec.tolerations.push(Toleration {
             key: TAINT_UNSCHEDULABLE.into(),
@@ -273,16 +311,32 @@ mod tests {
     #[test]
     fn taints_and_tolerations() {
         let mut n = node("n1", "2", "1Gi", "10");
-        n.spec.taints.push(Taint { key: "soft".into(), effect: "PreferNoSchedule".into(), ..Default::default() });
-        n.spec.taints.push(Taint { key: "dedicated".into(), value: "gpu".into(), effect: "NoSchedule".into(), ..Default::default() });
+        n.spec.taints.push(Taint {
+            key: "soft".into(),
+            effect: "PreferNoSchedule".into(),
+            ..Default::default()
+        });
+        n.spec.taints.push(Taint {
+            key: "dedicated".into(),
+            value: "gpu".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
         let cache = one_node(n);
         let mut p = pod("p", "", "");
         assert_eq!(
             run(&cache, &p, "n1"),
-            vec![Reason::Taint { key: "dedicated".into(), value: "gpu".into() }]
+            vec![Reason::Taint {
+                key: "dedicated".into(),
+                value: "gpu".into()
+            }]
         );
         assert_eq!(
-            Reason::Taint { key: "dedicated".into(), value: "gpu".into() }.to_string(),
+            Reason::Taint {
+                key: "dedicated".into(),
+                value: "gpu".into()
+            }
+            .to_string(),
             "node(s) had untolerated taint {dedicated: gpu}"
         );
         p.spec.tolerations.push(Toleration {
@@ -291,12 +345,22 @@ mod tests {
             effect: "NoSchedule".into(),
             ..Default::default()
         });
-        assert!(run(&cache, &p, "n1").is_empty(), "PreferNoSchedule does not filter");
+        assert!(
+            run(&cache, &p, "n1").is_empty(),
+            "PreferNoSchedule does not filter"
+        );
         let mut n = node("n2", "2", "1Gi", "10");
-        n.spec.taints.push(Taint { key: "evict".into(), effect: "NoExecute".into(), ..Default::default() });
+        n.spec.taints.push(Taint {
+            key: "evict".into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        });
         assert_eq!(
             run(&one_node(n), &pod("p", "", ""), "n2"),
-            vec![Reason::Taint { key: "evict".into(), value: String::new() }]
+            vec![Reason::Taint {
+                key: "evict".into(),
+                value: String::new()
+            }]
         );
     }
 
@@ -317,7 +381,9 @@ mod tests {
         for (name, zone) in [("n1", "a"), ("n2", "a"), ("n3", "b")] {
             let mut n = node(name, "4", "4Gi", "10");
             n.metadata.labels.insert("zone".into(), zone.into());
-            n.metadata.labels.insert("kubernetes.io/hostname".into(), name.into());
+            n.metadata
+                .labels
+                .insert("kubernetes.io/hostname".into(), name.into());
             cache.upsert_node(Arc::new(n));
         }
         let mut db = bound(pod("db", "", ""), "n1");
@@ -338,7 +404,10 @@ mod tests {
         let mut away = pod("cache", "", "");
         away.spec.affinity = Some(Affinity {
             pod_anti_affinity: Some(PodAffinity {
-                required_during_scheduling_ignored_during_execution: vec![term("db", "kubernetes.io/hostname")],
+                required_during_scheduling_ignored_during_execution: vec![term(
+                    "db",
+                    "kubernetes.io/hostname",
+                )],
                 ..Default::default()
             }),
             ..Default::default()
@@ -358,7 +427,10 @@ mod tests {
         cache.apply_pod(Arc::new(loner), 2);
         let mut noisy = pod("noisy", "", "");
         noisy.metadata.labels.insert("app".into(), "noisy".into());
-        assert_eq!(run(&cache, &noisy, "n3"), vec![Reason::ExistingAntiAffinity]);
+        assert_eq!(
+            run(&cache, &noisy, "n3"),
+            vec![Reason::ExistingAntiAffinity]
+        );
         assert!(run(&cache, &noisy, "n1").is_empty());
 
         // The first pod of a self-affine group may go anywhere.

@@ -11,7 +11,8 @@
 //! scheduler admitted to N that some reader may not yet see bound in its pod cache, each with
 //! its requests. A scheduler deciding for N counts: pods its cache shows bound to N (plus its
 //! own assumed pods) plus ledger entries it does not see bound there. Entries are pruned by
-//! whoever writes next once their pod is visibly bound (anywhere), terminal or gone; the
+//! whoever writes next once their pod is visibly bound (anywhere), terminal or gone (or,
+//! for the entry's own writer, once its bind failed; for others, after a TTL); the
 //! record's `podsRevision` then says "every pruned bind is at or below this pod-log revision",
 //! and a reader whose pod cache is older than that treats the node as not yet decidable. So a
 //! decision is always made against (cache ∪ ledger) ⊇ everything admitted to N, and the CAS on
@@ -55,7 +56,23 @@ pub struct LedgerEntry {
     pub seen_at: u64,
     #[serde(default)]
     pub requests: BTreeMap<String, i64>,
+    /// The scheduler instance that wrote the entry: it alone knows whether its bind is
+    /// still in flight, so it ignores (and prunes) its own entries for pods it no longer
+    /// binds.
+    #[serde(default)]
+    pub writer: String,
+    /// When it was written (unix milliseconds, the writer's clock): other schedulers treat an
+    /// entry whose pod is still unbound after [`ENTRY_TTL_MS`] as a bind that failed (its
+    /// writer may have crashed). Writers never send a bind later than [`BIND_WINDOW`] after
+    /// the entry was written, so the TTL leaves a wide margin for clock skew.
+    #[serde(default)]
+    pub at_ms: i64,
 }
+
+/// How long other schedulers honour an entry whose pod is still unbound.
+pub const ENTRY_TTL_MS: i64 = 60_000;
+/// How long after its entry was written a bind may still be sent.
+pub const BIND_WINDOW: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// The record as the scheduler keeps it: its version and the parsed ledger.
 #[derive(Debug, Clone, Default)]
@@ -106,8 +123,14 @@ pub fn next_record(node: &str, current: Option<&Lease>, ledger: &Ledger, binds: 
         l
     });
     let text = serde_json::to_string(ledger).unwrap_or_default();
-    lease.metadata.annotations.insert(ANNOTATION_LEDGER.into(), text);
-    lease.metadata.annotations.insert(ANNOTATION_BINDS.into(), binds.to_string());
+    lease
+        .metadata
+        .annotations
+        .insert(ANNOTATION_LEDGER.into(), text);
+    lease
+        .metadata
+        .annotations
+        .insert(ANNOTATION_BINDS.into(), binds.to_string());
     lease
 }
 
@@ -124,6 +147,8 @@ mod tests {
                 uid: "u".into(),
                 seen_at: 5,
                 requests: BTreeMap::from([("cpu".to_string(), 250)]),
+                writer: "s1".into(),
+                at_ms: 1,
             }],
         };
         let mut lease = next_record("n1", None, &ledger, 3);
@@ -134,7 +159,10 @@ mod tests {
         assert_eq!(view.ledger, ledger);
         assert_eq!(view.pending[0].milli_cpu, 250);
 
-        lease.metadata.annotations.insert(ANNOTATION_LEDGER.into(), "{not json".into());
+        lease
+            .metadata
+            .annotations
+            .insert(ANNOTATION_LEDGER.into(), "{not json".into());
         let view = AllocationView::from_lease(&lease);
         assert!(view.pending.is_empty());
         assert_eq!(view.revision, 42);

@@ -81,7 +81,10 @@ impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
             scheduler_names: vec![DEFAULT_SCHEDULER_NAME.to_string()],
-            identity: format!("scheduler-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
+            identity: format!(
+                "scheduler-{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
             informers: None,
             sampling: Sampling::default(),
             weights: Weights::default(),

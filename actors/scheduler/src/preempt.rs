@@ -38,7 +38,9 @@ pub fn victims_on_node(ctx: &PodCtx<'_>, cache: &ClusterCache, i: usize) -> Opti
     }
     let mut potential: Vec<(&ObjectKey, i32, &Resources)> = Vec::new();
     for key in &info.pods {
-        let Some(entry) = cache.pod(key) else { continue };
+        let Some(entry) = cache.pod(key) else {
+            continue;
+        };
         if entry.pod.metadata.is_deleting() {
             // Already going: its room is as good as free, and it is nobody's victim.
             used.sub(&entry.requests);
@@ -65,7 +67,12 @@ pub fn victims_on_node(ctx: &PodCtx<'_>, cache: &ClusterCache, i: usize) -> Opti
             sum_priority += i64::from(prio);
         }
     }
-    Some(Candidate { node: i, victims, max_priority, sum_priority })
+    Some(Candidate {
+        node: i,
+        victims,
+        max_priority,
+        sum_priority,
+    })
 }
 
 /// The best candidate among `nodes` (those that failed only for resources).
@@ -77,8 +84,12 @@ pub fn select(ctx: &PodCtx<'_>, cache: &ClusterCache, nodes: &[usize]) -> Option
         .iter()
         .filter_map(|&i| victims_on_node(ctx, cache, i))
         .min_by(|a, b| {
-            (a.max_priority, a.victims.len(), a.sum_priority, a.node)
-                .cmp(&(b.max_priority, b.victims.len(), b.sum_priority, b.node))
+            (a.max_priority, a.victims.len(), a.sum_priority, a.node).cmp(&(
+                b.max_priority,
+                b.victims.len(),
+                b.sum_priority,
+                b.node,
+            ))
         })
 }
 

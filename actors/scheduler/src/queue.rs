@@ -56,19 +56,30 @@ pub struct SchedulingQueue {
 
 impl SchedulingQueue {
     pub fn new(cfg: QueueConfig) -> Self {
-        SchedulingQueue { cfg, seq: 0, active: BinaryHeap::new(), backoff: BinaryHeap::new(), info: HashMap::new() }
+        SchedulingQueue {
+            cfg,
+            seq: 0,
+            active: BinaryHeap::new(),
+            backoff: BinaryHeap::new(),
+            info: HashMap::new(),
+        }
     }
 
     fn push_active(&mut self, key: ObjectKey) {
-        let Some(info) = self.info.get_mut(&key) else { return };
+        let Some(info) = self.info.get_mut(&key) else {
+            return;
+        };
         info.gen += 1;
         info.place = Place::Active;
         self.seq += 1;
-        self.active.push((info.priority, Reverse(self.seq), key, info.gen));
+        self.active
+            .push((info.priority, Reverse(self.seq), key, info.gen));
     }
 
     fn push_backoff(&mut self, key: ObjectKey, until: Instant) {
-        let Some(info) = self.info.get_mut(&key) else { return };
+        let Some(info) = self.info.get_mut(&key) else {
+            return;
+        };
         info.gen += 1;
         info.place = Place::Backoff;
         self.backoff.push(Reverse((until, info.gen, key)));
@@ -93,7 +104,13 @@ impl SchedulingQueue {
             None => {
                 self.info.insert(
                     key.clone(),
-                    Info { priority, attempts: 0, backoff_until: None, gen: 0, place: Place::Active },
+                    Info {
+                        priority,
+                        attempts: 0,
+                        backoff_until: None,
+                        gen: 0,
+                        place: Place::Active,
+                    },
                 );
                 self.push_active(key);
             }
@@ -195,8 +212,14 @@ impl SchedulingQueue {
                 break;
             }
             let gen = *gen;
-            let Some(Reverse((_, _, key))) = self.backoff.pop() else { break };
-            if self.info.get(&key).is_some_and(|i| i.gen == gen && i.place == Place::Backoff) {
+            let Some(Reverse((_, _, key))) = self.backoff.pop() else {
+                break;
+            };
+            if self
+                .info
+                .get(&key)
+                .is_some_and(|i| i.gen == gen && i.place == Place::Backoff)
+            {
                 self.push_active(key);
             }
         }

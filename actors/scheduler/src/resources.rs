@@ -61,7 +61,11 @@ impl Resources {
 
     pub fn to_ints(&self) -> BTreeMap<String, i64> {
         let mut map = BTreeMap::new();
-        for (name, v) in [(CPU, self.milli_cpu), (MEMORY, self.memory), (PODS, self.pods)] {
+        for (name, v) in [
+            (CPU, self.milli_cpu),
+            (MEMORY, self.memory),
+            (PODS, self.pods),
+        ] {
             if v != 0 {
                 map.insert(name.to_string(), v);
             }
@@ -114,8 +118,16 @@ impl Resources {
 
     /// Cpu and memory as scoring sees them: zero requests count as kube-scheduler's defaults.
     pub fn non_zero(&self) -> (i64, i64) {
-        let cpu = if self.milli_cpu == 0 { DEFAULT_MILLI_CPU } else { self.milli_cpu };
-        let mem = if self.memory == 0 { DEFAULT_MEMORY } else { self.memory };
+        let cpu = if self.milli_cpu == 0 {
+            DEFAULT_MILLI_CPU
+        } else {
+            self.milli_cpu
+        };
+        let mem = if self.memory == 0 {
+            DEFAULT_MEMORY
+        } else {
+            self.memory
+        };
         (cpu, mem)
     }
 }
@@ -139,7 +151,8 @@ pub fn check_fit(
     if allocatable.pods > 0 && used.pods.saturating_add(request.pods) > allocatable.pods {
         out.push(Shortfall::TooManyPods);
     }
-    if request.milli_cpu > 0 && used.milli_cpu.saturating_add(request.milli_cpu) > allocatable.milli_cpu
+    if request.milli_cpu > 0
+        && used.milli_cpu.saturating_add(request.milli_cpu) > allocatable.milli_cpu
     {
         out.push(Shortfall::Insufficient(CPU.into()));
     }
@@ -158,7 +171,8 @@ pub fn fits(request: &Resources, used: &Resources, allocatable: &Resources) -> b
     if allocatable.pods > 0 && used.pods.saturating_add(request.pods) > allocatable.pods {
         return false;
     }
-    if request.milli_cpu > 0 && used.milli_cpu.saturating_add(request.milli_cpu) > allocatable.milli_cpu
+    if request.milli_cpu > 0
+        && used.milli_cpu.saturating_add(request.milli_cpu) > allocatable.milli_cpu
     {
         return false;
     }
@@ -183,12 +197,25 @@ mod tests {
 
     #[test]
     fn parses_and_checks_fit() {
-        let alloc = Resources::from_map(&q(&[("cpu", "2"), ("memory", "1Gi"), ("pods", "3"), ("nvidia.com/gpu", "1")]));
+        let alloc = Resources::from_map(&q(&[
+            ("cpu", "2"),
+            ("memory", "1Gi"),
+            ("pods", "3"),
+            ("nvidia.com/gpu", "1"),
+        ]));
         assert_eq!(alloc.milli_cpu, 2000);
         assert_eq!(alloc.memory, 1 << 30);
-        let mut req = Resources::from_map(&q(&[("cpu", "1500m"), ("memory", "2Gi"), ("nvidia.com/gpu", "2")]));
+        let mut req = Resources::from_map(&q(&[
+            ("cpu", "1500m"),
+            ("memory", "2Gi"),
+            ("nvidia.com/gpu", "2"),
+        ]));
         req.pods = 1;
-        let used = Resources { milli_cpu: 1000, pods: 3, ..Default::default() };
+        let used = Resources {
+            milli_cpu: 1000,
+            pods: 3,
+            ..Default::default()
+        };
         let mut out = Vec::new();
         check_fit(&req, &used, &alloc, &mut out);
         assert_eq!(
@@ -201,7 +228,11 @@ mod tests {
             ]
         );
         assert!(!fits(&req, &used, &alloc));
-        let small = Resources { milli_cpu: 500, pods: 1, ..Default::default() };
+        let small = Resources {
+            milli_cpu: 500,
+            pods: 1,
+            ..Default::default()
+        };
         assert!(fits(&small, &Resources::default(), &alloc));
         let mut sum = used.clone();
         sum.add(&req);

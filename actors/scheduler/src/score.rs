@@ -19,7 +19,14 @@ pub struct Weights {
 
 impl Default for Weights {
     fn default() -> Self {
-        Weights { least_allocated: 1, balanced: 1, spread: 2, node_affinity: 2, pod_affinity: 2, taints: 3 }
+        Weights {
+            least_allocated: 1,
+            balanced: 1,
+            spread: 2,
+            node_affinity: 2,
+            pod_affinity: 2,
+            taints: 3,
+        }
     }
 }
 
@@ -43,14 +50,26 @@ pub fn least_allocated(ctx: &PodCtx<'_>, node: &NodeInfo) -> i64 {
 /// BalancedAllocation: prefers nodes whose cpu and memory use stay alike with the pod added.
 pub fn balanced(ctx: &PodCtx<'_>, node: &NodeInfo) -> i64 {
     let (pc, pm) = ctx.requests.non_zero();
-    let frac = |req: i64, alloc: i64| if alloc <= 0 { 1.0 } else { (req as f64 / alloc as f64).min(1.0) };
+    let frac = |req: i64, alloc: i64| {
+        if alloc <= 0 {
+            1.0
+        } else {
+            (req as f64 / alloc as f64).min(1.0)
+        }
+    };
     let c = frac(node.non_zero.0 + pc, node.allocatable.milli_cpu);
     let m = frac(node.non_zero.1 + pm, node.allocatable.memory);
     ((1.0 - (c - m).abs()) * MAX as f64) as i64
 }
 
 fn preferred_node_affinity(ctx: &PodCtx<'_>, node: &NodeInfo) -> i64 {
-    let Some(na) = ctx.pod.spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref()) else {
+    let Some(na) = ctx
+        .pod
+        .spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+    else {
         return 0;
     };
     na.preferred_during_scheduling_ignored_during_execution
@@ -65,7 +84,9 @@ fn intolerable_prefer_no_schedule(tolerations: &[Toleration], node: &NodeInfo) -
         .spec
         .taints
         .iter()
-        .filter(|t| t.effect == "PreferNoSchedule" && !tolerations.iter().any(|tol| tol.tolerates(t)))
+        .filter(|t| {
+            t.effect == "PreferNoSchedule" && !tolerations.iter().any(|tol| tol.tolerates(t))
+        })
         .count() as i64
 }
 
@@ -84,9 +105,16 @@ fn normalize(raw: &mut [i64], reverse: bool) {
 
 /// Scales possibly negative values to 0..=100 (min-max).
 fn normalize_min_max(raw: &mut [i64]) {
-    let (min, max) = (raw.iter().copied().min().unwrap_or(0), raw.iter().copied().max().unwrap_or(0));
+    let (min, max) = (
+        raw.iter().copied().min().unwrap_or(0),
+        raw.iter().copied().max().unwrap_or(0),
+    );
     for v in raw.iter_mut() {
-        *v = if max == min { 0 } else { (*v - min) * MAX / (max - min) };
+        *v = if max == min {
+            0
+        } else {
+            (*v - min) * MAX / (max - min)
+        };
     }
 }
 
@@ -105,11 +133,20 @@ fn spread(ctx: &PodCtx<'_>, cache: &ClusterCache, feasible: &[usize], out: &mut 
     let max_node = counts.iter().copied().max().unwrap_or(0);
     let zone_counts: Vec<Option<i64>> = feasible
         .iter()
-        .map(|&i| nodes[i].zone.as_ref().map(|z| i64::from(cache.zone_count(owner, z))))
+        .map(|&i| {
+            nodes[i]
+                .zone
+                .as_ref()
+                .map(|z| i64::from(cache.zone_count(owner, z)))
+        })
         .collect();
     let max_zone = zone_counts.iter().flatten().copied().max();
     for (k, v) in out.iter_mut().enumerate() {
-        let node_score = if max_node == 0 { MAX } else { (max_node - counts[k]) * MAX / max_node };
+        let node_score = if max_node == 0 {
+            MAX
+        } else {
+            (max_node - counts[k]) * MAX / max_node
+        };
         *v = match (max_zone, zone_counts[k]) {
             (Some(mz), Some(zc)) => {
                 let zone_score = if mz == 0 { MAX } else { (mz - zc) * MAX / mz };
@@ -127,38 +164,56 @@ pub fn score(ctx: &PodCtx<'_>, cache: &ClusterCache, feasible: &[usize], w: &Wei
     let mut total: Vec<i64> = feasible
         .iter()
         .map(|&i| {
-            w.least_allocated * least_allocated(ctx, &nodes[i]) + w.balanced * balanced(ctx, &nodes[i])
+            w.least_allocated * least_allocated(ctx, &nodes[i])
+                + w.balanced * balanced(ctx, &nodes[i])
         })
         .collect();
     let mut raw = vec![0i64; n];
 
     spread(ctx, cache, feasible, &mut raw);
-    total.iter_mut().zip(&raw).for_each(|(t, v)| *t += w.spread * v);
+    total
+        .iter_mut()
+        .zip(&raw)
+        .for_each(|(t, v)| *t += w.spread * v);
 
     for (k, &i) in feasible.iter().enumerate() {
         raw[k] = preferred_node_affinity(ctx, &nodes[i]);
     }
     normalize(&mut raw, false);
-    total.iter_mut().zip(&raw).for_each(|(t, v)| *t += w.node_affinity * v);
+    total
+        .iter_mut()
+        .zip(&raw)
+        .for_each(|(t, v)| *t += w.node_affinity * v);
 
     if let Some(state) = ctx.affinity.as_ref().filter(|s| s.has_preferences()) {
         for (k, &i) in feasible.iter().enumerate() {
             raw[k] = state.preference(nodes[i].labels());
         }
         normalize_min_max(&mut raw);
-        total.iter_mut().zip(&raw).for_each(|(t, v)| *t += w.pod_affinity * v);
+        total
+            .iter_mut()
+            .zip(&raw)
+            .for_each(|(t, v)| *t += w.pod_affinity * v);
     }
 
     for (k, &i) in feasible.iter().enumerate() {
         raw[k] = intolerable_prefer_no_schedule(&ctx.pod.spec.tolerations, &nodes[i]);
     }
     normalize(&mut raw, true);
-    total.iter_mut().zip(&raw).for_each(|(t, v)| *t += w.taints * v);
+    total
+        .iter_mut()
+        .zip(&raw)
+        .for_each(|(t, v)| *t += w.taints * v);
     total
 }
 
 /// The best feasible node; ties go to the first in sampling order (which rotates).
-pub fn pick(ctx: &PodCtx<'_>, cache: &ClusterCache, feasible: &[usize], w: &Weights) -> Option<usize> {
+pub fn pick(
+    ctx: &PodCtx<'_>,
+    cache: &ClusterCache,
+    feasible: &[usize],
+    w: &Weights,
+) -> Option<usize> {
     if feasible.len() == 1 {
         return Some(feasible[0]);
     }
@@ -215,7 +270,10 @@ mod tests {
             cache.upsert_node(Arc::new(n));
         }
         // One sibling in zone a (on a1): the emptiest choice by spreading is zone b.
-        cache.apply_pod(Arc::new(bound(owned(pod("s0", "100m", "100Mi"), "rs"), "a1")), 1);
+        cache.apply_pod(
+            Arc::new(bound(owned(pod("s0", "100m", "100Mi"), "rs"), "a1")),
+            1,
+        );
         // Make b1 a little busier with unrelated pods, so resources alone would pick a2.
         cache.apply_pod(Arc::new(bound(pod("other", "1", "1Gi"), "b1")), 2);
         assert_eq!(best(&cache, &owned(pod("s1", "100m", "100Mi"), "rs")), "b1");
@@ -227,7 +285,11 @@ mod tests {
     fn prefer_no_schedule_taints_are_avoided() {
         let mut cache = ClusterCache::new();
         let mut tainted = node("tainted", "8", "16Gi", "110");
-        tainted.spec.taints.push(Taint { key: "spot".into(), effect: "PreferNoSchedule".into(), ..Default::default() });
+        tainted.spec.taints.push(Taint {
+            key: "spot".into(),
+            effect: "PreferNoSchedule".into(),
+            ..Default::default()
+        });
         cache.upsert_node(Arc::new(tainted));
         cache.upsert_node(Arc::new(node("clean", "8", "16Gi", "110")));
         cache.apply_pod(Arc::new(bound(pod("x", "1", "1Gi"), "clean")), 1);

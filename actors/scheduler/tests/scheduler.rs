@@ -60,7 +60,10 @@ fn start_scheduler(cluster: &LocalCluster, identity: &str, shared: bool) -> Runn
             panic!("scheduler failed: {e}");
         }
     });
-    Running { _trigger: trigger, metrics }
+    Running {
+        _trigger: trigger,
+        metrics,
+    }
 }
 
 fn quantities(cpu: &str, mem: &str, pods: &str) -> BTreeMap<String, Quantity> {
@@ -70,16 +73,31 @@ fn quantities(cpu: &str, mem: &str, pods: &str) -> BTreeMap<String, Quantity> {
         .collect()
 }
 
-async fn add_node(api: &ApiClient, name: &str, cpu: &str, labels: &[(&str, &str)], taints: Vec<Taint>) {
+async fn add_node(
+    api: &ApiClient,
+    name: &str,
+    cpu: &str,
+    labels: &[(&str, &str)],
+    taints: Vec<Taint>,
+) {
     let mut node = Node::default();
     node.metadata.name = name.into();
-    node.metadata.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    node.metadata.labels.insert("kubernetes.io/hostname".into(), name.into());
+    node.metadata.labels = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    node.metadata
+        .labels
+        .insert("kubernetes.io/hostname".into(), name.into());
     node.spec.taints = taints;
     let mut node = api.create(&node).await.expect("create node");
     node.status.capacity = quantities(cpu, "16Gi", "110");
     node.status.allocatable = quantities(cpu, "16Gi", "110");
-    node.status.conditions.push(Condition { type_: "Ready".into(), status: "True".into(), ..Default::default() });
+    node.status.conditions.push(Condition {
+        type_: "Ready".into(),
+        status: "True".into(),
+        ..Default::default()
+    });
     api.update_status(&node).await.expect("node status");
 }
 
@@ -108,7 +126,10 @@ async fn wait_bound(api: &ApiClient, name: &str) -> String {
 }
 
 async fn all_pods(api: &ApiClient) -> Vec<Pod> {
-    let options = ListOptions { namespace: "default".into(), ..Default::default() };
+    let options = ListOptions {
+        namespace: "default".into(),
+        ..Default::default()
+    };
     api.list::<Pod>(&options).await.expect("list pods").items
 }
 
@@ -129,7 +150,11 @@ async fn binds_pods_to_fitting_nodes() {
     assert_eq!(wait_bound(&api, "b").await, "big");
     api.create(&pod("c", "500m")).await.unwrap();
     assert_eq!(wait_bound(&api, "c").await, "small", "the emptier node");
-    assert_eq!(node_of(&api, "not-mine").await, None, "other schedulers' pods are left alone");
+    assert_eq!(
+        node_of(&api, "not-mine").await,
+        None,
+        "other schedulers' pods are left alone"
+    );
     assert_eq!(s.metrics.snapshot().scheduled, 3);
 }
 
@@ -138,7 +163,12 @@ async fn unschedulable_pods_are_explained_and_retried_when_nodes_change() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
     add_node(&api, "n1", "1", &[], vec![]).await;
-    let gpu = Taint { key: "dedicated".into(), value: "gpu".into(), effect: "NoSchedule".into(), ..Default::default() };
+    let gpu = Taint {
+        key: "dedicated".into(),
+        value: "gpu".into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    };
     add_node(&api, "n2", "8", &[], vec![gpu]).await;
     let _s = start_scheduler(&cluster, "s1", true);
     api.create(&pod("huge", "4")).await.unwrap();
@@ -153,7 +183,9 @@ async fn unschedulable_pods_are_explained_and_retried_when_nodes_change() {
     assert_eq!(cond.reason, "Unschedulable");
     assert_eq!(cond.message, want);
     let event: Event = eventually("FailedScheduling event", || async {
-        api.get::<Event>("default", "huge.failedscheduling").await.ok()
+        api.get::<Event>("default", "huge.failedscheduling")
+            .await
+            .ok()
     })
     .await;
     assert_eq!(event.type_, "Warning");
@@ -167,7 +199,9 @@ async fn unschedulable_pods_are_explained_and_retried_when_nodes_change() {
     assert_eq!(wait_bound(&api, "huge").await, "n3");
     let cond = eventually("PodScheduled=True", || async {
         let p: Pod = api.get("default", "huge").await.ok()?;
-        find_condition(&p.status.conditions, "PodScheduled").filter(|c| c.status == "True").cloned()
+        find_condition(&p.status.conditions, "PodScheduled")
+            .filter(|c| c.status == "True")
+            .cloned()
     })
     .await;
     assert_eq!(cond.status, "True");
@@ -177,7 +211,12 @@ async fn unschedulable_pods_are_explained_and_retried_when_nodes_change() {
 async fn selectors_taints_and_pod_affinities_are_honoured() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    let gpu = Taint { key: "dedicated".into(), value: "gpu".into(), effect: "NoSchedule".into(), ..Default::default() };
+    let gpu = Taint {
+        key: "dedicated".into(),
+        value: "gpu".into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    };
     add_node(&api, "gpu", "8", &[("zone", "a")], vec![gpu]).await;
     add_node(&api, "ssd", "8", &[("disk", "ssd"), ("zone", "a")], vec![]).await;
     add_node(&api, "plain-1", "8", &[("zone", "b")], vec![]).await;
@@ -185,25 +224,36 @@ async fn selectors_taints_and_pod_affinities_are_honoured() {
     let _s = start_scheduler(&cluster, "s1", true);
 
     let mut selective = pod("selective", "100m");
-    selective.spec.node_selector.insert("disk".into(), "ssd".into());
+    selective
+        .spec
+        .node_selector
+        .insert("disk".into(), "ssd".into());
     api.create(&selective).await.unwrap();
     assert_eq!(wait_bound(&api, "selective").await, "ssd");
 
     let mut tolerant: Pod = pod("tolerant", "100m");
-    tolerant.spec.node_selector.insert("zone".into(), "a".into());
-    tolerant.spec.tolerations.push(bus_schemas::kinds::Toleration {
-        key: "dedicated".into(),
-        value: "gpu".into(),
-        effect: "NoSchedule".into(),
-        ..Default::default()
-    });
+    tolerant
+        .spec
+        .node_selector
+        .insert("zone".into(), "a".into());
+    tolerant
+        .spec
+        .tolerations
+        .push(bus_schemas::kinds::Toleration {
+            key: "dedicated".into(),
+            value: "gpu".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
     api.create(&tolerant).await.unwrap();
     let placed = wait_bound(&api, "tolerant").await;
     assert!(placed == "gpu" || placed == "ssd");
 
     // Untolerating pods never land on the gpu node.
     for i in 0..6 {
-        api.create(&pod(&format!("plain-{i}"), "100m")).await.unwrap();
+        api.create(&pod(&format!("plain-{i}"), "100m"))
+            .await
+            .unwrap();
     }
     for i in 0..6 {
         assert_ne!(wait_bound(&api, &format!("plain-{i}")).await, "gpu");
@@ -239,21 +289,36 @@ async fn selectors_taints_and_pod_affinities_are_honoured() {
         find_condition(&p.status.conditions, "PodScheduled").cloned()
     })
     .await;
-    assert!(cond.message.contains("3 node(s) didn't match pod anti-affinity rules"), "{}", cond.message);
+    assert!(
+        cond.message
+            .contains("3 node(s) didn't match pod anti-affinity rules"),
+        "{}",
+        cond.message
+    );
 
     // Affinity by zone: follows the selective pod (zone a) onto a zone-a node.
     let mut follower = pod("follower", "100m");
-    follower.spec.affinity = Some(serde_json::from_value(serde_json::json!({
-        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {"test": "selective"}}, "topologyKey": "zone"}
-        ]}
-    })).unwrap());
+    follower.spec.affinity = Some(
+        serde_json::from_value(serde_json::json!({
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"test": "selective"}}, "topologyKey": "zone"}
+            ]}
+        }))
+        .unwrap(),
+    );
     api.create(&follower).await.unwrap();
-    assert_eq!(wait_bound(&api, "follower").await, "ssd", "zone a, and gpu is tainted");
+    assert_eq!(
+        wait_bound(&api, "follower").await,
+        "ssd",
+        "zone a, and gpu is tainted"
+    );
 }
 
 async fn priority_class(api: &ApiClient, name: &str, value: i32) {
-    let mut pc = PriorityClass { value, ..Default::default() };
+    let mut pc = PriorityClass {
+        value,
+        ..Default::default()
+    };
     pc.metadata.name = name.into();
     api.create(&pc).await.unwrap();
 }
@@ -287,7 +352,13 @@ async fn high_priority_pods_preempt_low_priority_ones() {
     high.spec.priority_class_name = "prod".into();
     api.create(&high).await.unwrap();
     assert_eq!(wait_bound(&api, "high").await, "n1");
-    assert!(api.get::<Pod>("default", "low").await.unwrap_err().is_not_found(), "victim evicted");
+    assert!(
+        api.get::<Pod>("default", "low")
+            .await
+            .unwrap_err()
+            .is_not_found(),
+        "victim evicted"
+    );
     let event: Event = eventually("Preempted event", || async {
         api.get::<Event>("default", "low.preempted").await.ok()
     })
@@ -321,13 +392,23 @@ async fn two_schedulers_racing_never_overcommit_a_node() {
         let unschedulable = pods
             .iter()
             .filter(|p| p.spec.node_name.is_empty())
-            .filter(|p| find_condition(&p.status.conditions, "PodScheduled").is_some_and(|c| c.status == "False"))
+            .filter(|p| {
+                find_condition(&p.status.conditions, "PodScheduled")
+                    .is_some_and(|c| c.status == "False")
+            })
             .count();
+        if std::env::var("SHOAL_TEST_DEBUG").is_ok() {
+            eprintln!("bound {bound} unschedulable {unschedulable}");
+        }
         (bound == 30 && unschedulable == 10).then_some(())
     })
     .await;
     let mut per_node: BTreeMap<String, i128> = BTreeMap::new();
-    for p in all_pods(&api).await.iter().filter(|p| !p.spec.node_name.is_empty()) {
+    for p in all_pods(&api)
+        .await
+        .iter()
+        .filter(|p| !p.spec.node_name.is_empty())
+    {
         let cpu = p.requests_total().get("cpu").map_or(0, |q| q.milli_value());
         *per_node.entry(p.spec.node_name.clone()).or_default() += cpu;
     }

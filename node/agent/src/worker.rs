@@ -279,7 +279,8 @@ impl Worker {
         };
         let now = Instant::now();
         let grace = Duration::from_secs(pod.spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64);
-        let config_backoff = |exp| self.ctx.config.backoff(exp);
+        let ctx = self.ctx.clone();
+        let config_backoff = move |exp| ctx.config.backoff(exp);
         let t = self.track(i, init);
         if t.kill_requested {
             if let Some(id) = t.id.clone() {

@@ -35,6 +35,62 @@ pub enum Command {
     Annotate(LabelArgs),
     /// Print client and server versions.
     Version,
+    /// Run a node agent for this machine (or many hollow ones for scale tests).
+    Node(NodeArgs),
+    /// Manage the cluster's image registry.
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// Node name (default: this machine's hostname).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The node's pod address range.
+    #[arg(long, default_value = "10.244.0.0/24")]
+    pub pod_cidr: String,
+    /// Where the runtime keeps images, sandboxes and containers.
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// The per-node bridge pods attach to.
+    #[arg(long, default_value = "shoal0")]
+    pub bridge: String,
+    /// The node's address, reported as InternalIP.
+    #[arg(long, default_value = "")]
+    pub host_ip: String,
+    /// Restart back-off base in seconds (Kubernetes uses 10).
+    #[arg(long, default_value_t = 10)]
+    pub backoff_seconds: u64,
+    /// Simulated containers (no kernel work): for scale tests only.
+    #[arg(long)]
+    pub hollow: bool,
+    /// With --hollow: how many nodes this process hosts (named NAME-0, NAME-1, …).
+    #[arg(long, default_value_t = 1)]
+    pub count: usize,
+    /// With --hollow: simulated container start delay in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub start_delay_ms: u64,
+    /// With --hollow: fraction of container starts that fail.
+    #[arg(long, default_value_t = 0.0)]
+    pub failure_rate: f64,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ImageCommand {
+    /// Import an OCI image layout (directory or tar) or a `docker save` tarball.
+    Import { path: PathBuf },
+    /// List the images the cluster holds.
+    Ls,
+    /// Build the busybox test image from Debian's busybox-static and import it.
+    BuildBusybox {
+        #[arg(long, default_value = "shoal/busybox")]
+        name: String,
+        #[arg(long, default_value = "1.35")]
+        tag: String,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -57,6 +113,12 @@ pub struct UpArgs {
     /// With --join: the server's monitoring endpoint, checked for durability settings.
     #[arg(long)]
     pub monitor: Option<String>,
+    /// Do not run a node agent for this machine.
+    #[arg(long)]
+    pub no_node: bool,
+    /// Pod address range of this machine's node.
+    #[arg(long, default_value = "10.244.0.0/24")]
+    pub pod_cidr: String,
 }
 
 #[derive(Args, Debug)]

@@ -13,8 +13,10 @@ mod cli;
 mod delete;
 mod describe;
 mod get;
+mod image;
 mod kinds;
 mod label;
+mod node;
 mod output;
 mod remote;
 mod table;
@@ -67,6 +69,11 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
             system.block_on(up::run(args))?;
             Ok(0)
         }
+        Command::Node(args) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            runtime.block_on(node::run(&nats_url, args))?;
+            Ok(0)
+        }
         command => {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             runtime.block_on(async move {
@@ -81,7 +88,8 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                         label::run(&session, a, label::Target::Annotations).await
                     }
                     Command::Version => remote::version(&session).await,
-                    Command::Up(_) => unreachable!("handled above"),
+                    Command::Image { command } => image::run(&session, command).await,
+                    Command::Up(_) | Command::Node(_) => unreachable!("handled above"),
                 }
             })
         }

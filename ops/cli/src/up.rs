@@ -82,16 +82,48 @@ pub async fn run(args: UpArgs) -> Result<()> {
     let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
     shoal_api::bootstrap(&api).await.context("creating the cluster's namespaces")?;
 
+    let mut actors = vec!["api"];
+    let controllers_task = {
+        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let mut config = shoal_controllers::ControllersConfig::default();
+        config.informers = Some(informers.clone());
+        actix::spawn(async move {
+            if let Err(e) = shoal_controllers::run(config, nats, shutdown.wait()).await {
+                eprintln!("error: controllers: {e}");
+            }
+        })
+    };
+    actors.push("controllers");
+    let node_task = if args.no_node {
+        None
+    } else {
+        let name = crate::node::hostname();
+        let backend = crate::node::linux_backend(data_dir.join("node"), "shoal0", &args.pod_cidr)?;
+        let mut config = shoal_agent::AgentConfig::new(name, args.pod_cidr.clone());
+        config.informers = Some(informers.clone());
+        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        actors.push("node");
+        Some(actix::spawn(async move {
+            if let Err(e) = shoal_agent::run(config, backend, nats, shutdown.wait()).await {
+                eprintln!("error: node agent: {e}");
+            }
+        }))
+    };
+
     println!("Shoal cluster is up.");
     println!("  NATS URL:  {url}");
     println!("  data dir:  {}", data_dir.display());
-    println!("  actors:    api");
+    println!("  actors:    {}", actors.join(", "));
     println!("Try: shoal get ns   (export SHOAL_NATS={url} if not the default). Ctrl-C stops the cluster.");
 
     wait_for_signal().await;
     eprintln!("stopping …");
     trigger.fire();
     let _ = tokio::time::timeout(Duration::from_secs(10), api_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), controllers_task).await;
+    if let Some(task) = node_task {
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    }
     if let Some(mut server) = natsd {
         server.stop().await;
     }

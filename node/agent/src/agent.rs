@@ -1,0 +1,358 @@
+//! The agent: registers the node, heartbeats, and runs one worker per pod bound here.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus_schemas::api::DeleteOptions;
+use bus_schemas::kinds::node::NodeStatus;
+use bus_schemas::kinds::pod::PodStatus;
+use bus_schemas::kinds::{Node, Pod};
+use bus_schemas::meta::Condition;
+use bus_schemas::subjects;
+use bus_schemas::{codec, Resource};
+use shoal_bus::informer::INDEX_NODE;
+use shoal_bus::{InformerFactory, ObjectKey, Store};
+use shoal_node::Runtime;
+use tokio::sync::{broadcast::error::RecvError, watch, Notify};
+
+use crate::backend::Backend;
+use crate::machine::MachineFacts;
+use crate::registry::Registry;
+use crate::spec::PodDefaults;
+use crate::worker::{Adopted, Worker};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Store(#[from] shoal_bus::StoreError),
+    #[error(transparent)]
+    Registry(#[from] crate::registry::RegistryError),
+    #[error("runtime: {0}")]
+    Runtime(String),
+}
+
+#[derive(Clone)]
+pub struct AgentConfig {
+    pub node_name: String,
+    pub pod_cidr: String,
+    /// The node's address, reported as InternalIP and each pod's hostIP.
+    pub host_ip: String,
+    pub labels: BTreeMap<String, String>,
+    pub max_pods: u32,
+    /// How often a worker looks at its pod even when nothing changed.
+    pub sync_period: Duration,
+    /// Restart back-off: base doubling up to max (Kubernetes: 10 s up to 5 min).
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    pub heartbeat_interval: Duration,
+    /// Node status is re-sent this often even when unchanged.
+    pub status_interval: Duration,
+    pub pod_defaults: PodDefaults,
+    /// Share caches with other actors in this process.
+    pub informers: Option<InformerFactory>,
+}
+
+impl AgentConfig {
+    pub fn new(node_name: impl Into<String>, pod_cidr: impl Into<String>) -> Self {
+        AgentConfig {
+            node_name: node_name.into(),
+            pod_cidr: pod_cidr.into(),
+            host_ip: String::new(),
+            labels: BTreeMap::new(),
+            max_pods: 110,
+            sync_period: Duration::from_secs(1),
+            backoff_base: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(300),
+            heartbeat_interval: Duration::from_secs(2),
+            status_interval: Duration::from_secs(60),
+            pod_defaults: PodDefaults::default(),
+            informers: None,
+        }
+    }
+
+    pub fn backoff(&self, exp: u32) -> Duration {
+        self.backoff_base.saturating_mul(1u32 << exp.min(16)).min(self.backoff_max)
+    }
+}
+
+/// What every worker shares.
+pub struct AgentCtx {
+    pub backend: Backend,
+    pub registry: Registry,
+    pub config: AgentConfig,
+    nats: async_nats::Client,
+    runtime: Arc<dyn Runtime>,
+    poke: Notify,
+}
+
+impl AgentCtx {
+    /// Runs a runtime call: on a blocking thread for the real runtime (it forks and waits),
+    /// inline for the hollow one (no kernel work, and thousands of pods).
+    pub async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn Runtime) -> shoal_node::Result<T> + Send + 'static,
+    ) -> shoal_node::Result<T> {
+        let rt = self.runtime.clone();
+        if self.backend.is_hollow() {
+            return f(rt.as_ref());
+        }
+        match tokio::task::spawn_blocking(move || f(rt.as_ref())).await {
+            Ok(result) => result,
+            Err(e) => Err(shoal_node::Error::Io { path: "<runtime>".into(), op: "runtime call", source: std::io::Error::other(e.to_string()) }),
+        }
+    }
+
+    pub fn poke(&self) {
+        self.poke.notify_waiters();
+    }
+
+    async fn report(&self, what: &str, body: Vec<u8>) -> Result<bytes::Bytes, String> {
+        let subject = subjects::node_report(&self.config.node_name, what);
+        let reply = tokio::time::timeout(Duration::from_secs(10), self.nats.request(subject, body.into()))
+            .await
+            .map_err(|_| "timed out".to_string())?
+            .map_err(|e| e.to_string())?;
+        if let Some(code) = reply.headers.as_ref().and_then(|h| h.get(subjects::HEADER_CODE)) {
+            let status: Result<bus_schemas::Status, _> = codec::from_msgpack(&reply.payload);
+            return Err(format!("{}: {}", code, status.map(|s| s.message).unwrap_or_default()));
+        }
+        Ok(reply.payload)
+    }
+
+    /// Writes a pod's status through the node's own subject. Returns whether it landed.
+    pub async fn report_pod_status(&self, pod: &Pod, status: PodStatus) -> bool {
+        let mut report = Pod::default();
+        report.metadata.name = pod.metadata.name.clone();
+        report.metadata.namespace = pod.metadata.namespace.clone();
+        report.status = status;
+        let Ok(body) = codec::to_msgpack(&report) else { return false };
+        match self.report("pod-status", body).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod status not written; will retry");
+                false
+            }
+        }
+    }
+
+    /// Tells the API the pod's containers are gone, so it can be removed.
+    pub async fn confirm_deleted(&self, pod: &Pod) {
+        let options = DeleteOptions {
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            preconditions: Some(bus_schemas::api::Preconditions { uid: Some(pod.metadata.uid.clone()), resource_version: None }),
+            ..Default::default()
+        };
+        let Ok(body) = codec::to_msgpack(&options) else { return };
+        if let Err(e) = self.report("pod-delete", body).await {
+            if !e.starts_with("404") {
+                tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod deletion not confirmed");
+            }
+        }
+    }
+}
+
+fn node_object(config: &AgentConfig, facts: &MachineFacts, hollow: bool) -> Node {
+    let mut node = Node::default();
+    node.set_type_meta();
+    node.metadata.name = config.node_name.clone();
+    node.metadata.labels = config.labels.clone();
+    let labels = &mut node.metadata.labels;
+    labels.insert("kubernetes.io/hostname".into(), config.node_name.clone());
+    labels.insert("kubernetes.io/os".into(), "linux".into());
+    labels.insert("kubernetes.io/arch".into(), facts.system_info(hollow).architecture);
+    if hollow {
+        labels.insert("node.shoal.io/hollow".into(), "true".into());
+    }
+    node.spec.pod_cidr = config.pod_cidr.clone();
+    node.spec.pod_cidrs = vec![config.pod_cidr.clone()];
+    node.status = node_status(config, facts, hollow);
+    node
+}
+
+fn node_status(config: &AgentConfig, facts: &MachineFacts, hollow: bool) -> NodeStatus {
+    let now = chrono::Utc::now();
+    let condition = |type_: &str, ok: bool, reason: &str, message: &str| Condition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_heartbeat_time: Some(now),
+        ..Default::default()
+    };
+    NodeStatus {
+        capacity: facts.capacity(config.max_pods),
+        allocatable: facts.allocatable(config.max_pods),
+        conditions: vec![
+            condition("Ready", true, "AgentReady", "shoal agent is posting ready status"),
+            condition("MemoryPressure", false, "AgentHasSufficientMemory", "agent has sufficient memory available"),
+            condition("DiskPressure", false, "AgentHasNoDiskPressure", "agent has no disk pressure"),
+            condition("PIDPressure", false, "AgentHasSufficientPID", "agent has sufficient PID available"),
+        ],
+        addresses: facts.addresses(&config.host_ip, &config.node_name),
+        node_info: facts.system_info(hollow),
+        ..Default::default()
+    }
+}
+
+/// Runs the agent until `shutdown` resolves. Containers keep running when it stops: a new
+/// agent on the same state re-adopts them.
+pub async fn run(
+    config: AgentConfig,
+    backend: Backend,
+    nats: async_nats::Client,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AgentError> {
+    let store = Store::open(nats.clone()).await?;
+    let informers = config.informers.clone().unwrap_or_else(|| InformerFactory::new(store.clone()));
+    let js = async_nats::jetstream::new(nats.clone());
+    let registry = Registry::open(&js).await?;
+    let runtime = backend.runtime();
+    let hollow = backend.is_hollow();
+    let ctx = Arc::new(AgentCtx { backend, registry, config: config.clone(), nats, runtime, poke: Notify::new() });
+    let facts = if hollow { MachineFacts::hollow() } else { MachineFacts::probe() };
+
+    register(&ctx, &facts, hollow).await;
+    let heartbeat = tokio::spawn(heartbeat_loop(ctx.clone(), facts, hollow));
+    let pods = tokio::spawn(manage_pods(ctx.clone(), informers));
+    shutdown.await;
+    heartbeat.abort();
+    pods.abort();
+    Ok(())
+}
+
+async fn register(ctx: &Arc<AgentCtx>, facts: &MachineFacts, hollow: bool) {
+    let node = node_object(&ctx.config, facts, hollow);
+    let body = codec::to_msgpack(&node).unwrap_or_default();
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match ctx.report("node-status", body.clone()).await {
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(node = %ctx.config.node_name, error = %e, "registering node; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
+    let mut since_status = Duration::ZERO;
+    loop {
+        tokio::time::sleep(ctx.config.heartbeat_interval).await;
+        if let Err(e) = ctx.report("heartbeat", Vec::new()).await {
+            tracing::warn!(node = %ctx.config.node_name, error = %e, "heartbeat failed");
+        }
+        since_status += ctx.config.heartbeat_interval;
+        if since_status >= ctx.config.status_interval {
+            since_status = Duration::ZERO;
+            let node = node_object(&ctx.config, &facts, hollow);
+            if let Ok(body) = codec::to_msgpack(&node) {
+                let _ = ctx.report("node-status", body).await;
+            }
+        }
+    }
+}
+
+/// Keeps one worker per pod bound to this node, fed by the shared pod cache.
+async fn manage_pods(ctx: Arc<AgentCtx>, informers: InformerFactory) {
+    let informer = informers.get::<Pod>();
+    let mut changes = informer.subscribe();
+    if let Err(e) = informer.wait_synced().await {
+        tracing::error!(error = %e, "pod cache cannot sync; not running pods");
+        return;
+    }
+    let node = ctx.config.node_name.clone();
+    let mine = informer.by_index(INDEX_NODE, &node);
+
+    // Re-adopt what the runtime already runs; sweep what no pod wants.
+    let sandboxes = ctx.call(|rt| rt.list_sandboxes()).await.unwrap_or_default();
+    let containers = ctx.call(|rt| rt.list_containers()).await.unwrap_or_default();
+    let keep: HashSet<String> = mine.iter().map(|p| p.metadata.uid.clone()).collect();
+    let keep_for_sweep = keep.clone();
+    match ctx.call(move |rt| rt.cleanup_orphans(&keep_for_sweep)).await {
+        Ok(report) if !report.sandboxes.is_empty() => {
+            tracing::info!(removed = ?report.sandboxes, "removed sandboxes no pod wants");
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "orphan sweep failed"),
+    }
+    let mut adopted: HashMap<String, Adopted> = HashMap::new();
+    for s in sandboxes.into_iter().filter(|s| keep.contains(&s.id)) {
+        let id = s.id.clone();
+        adopted.entry(id).or_default().sandbox = Some(s);
+    }
+    for c in containers.into_iter().filter(|c| keep.contains(&c.sandbox_id)) {
+        adopted.entry(c.sandbox_id.clone()).or_default().containers.push(c);
+    }
+
+    let mut workers: HashMap<String, watch::Sender<Option<Arc<Pod>>>> = HashMap::new();
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let route = |pod: Option<Arc<Pod>>, uid: &str, adopted: &mut HashMap<String, Adopted>,
+                     workers: &mut HashMap<String, watch::Sender<Option<Arc<Pod>>>>| {
+        if let Some(tx) = workers.get(uid) {
+            let _ = tx.send(pod);
+            return;
+        }
+        let Some(pod) = pod else { return };
+        if matches!(pod.status.phase.as_str(), "Succeeded" | "Failed") && pod.metadata.deletion_timestamp.is_none() {
+            return;
+        }
+        let (tx, rx) = watch::channel(Some(pod.clone()));
+        let worker = Worker::new(ctx.clone(), &pod, adopted.remove(uid).unwrap_or_default());
+        let done = done_tx.clone();
+        let uid = uid.to_string();
+        workers.insert(uid.clone(), tx);
+        tokio::spawn(async move {
+            worker.run(rx).await;
+            let _ = done.send(uid);
+        });
+    };
+    for pod in mine {
+        let uid = pod.metadata.uid.clone();
+        route(Some(pod), &uid, &mut adopted, &mut workers);
+    }
+    loop {
+        tokio::select! {
+            change = changes.recv() => match change {
+                Ok(change) => {
+                    let uid = change.new.metadata.uid.clone();
+                    let bound_here = change.new.spec.node_name == node;
+                    let was_here = change.old.as_ref().is_some_and(|o| o.spec.node_name == node);
+                    if change.event == shoal_bus::EventType::Deleted {
+                        if bound_here || was_here {
+                            route(None, &uid, &mut adopted, &mut workers);
+                        }
+                    } else if bound_here {
+                        route(Some(change.new.clone()), &uid, &mut adopted, &mut workers);
+                    } else if was_here {
+                        route(None, &uid, &mut adopted, &mut workers);
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {
+                    let current: HashMap<String, Arc<Pod>> = informer
+                        .by_index(INDEX_NODE, &node)
+                        .into_iter()
+                        .map(|p| (p.metadata.uid.clone(), p))
+                        .collect();
+                    let running: Vec<String> = workers.keys().cloned().collect();
+                    for uid in running {
+                        if !current.contains_key(&uid) {
+                            route(None, &uid, &mut adopted, &mut workers);
+                        }
+                    }
+                    for (uid, pod) in current {
+                        route(Some(pod), &uid, &mut adopted, &mut workers);
+                    }
+                }
+                Err(RecvError::Closed) => return,
+            },
+            Some(uid) = done_rx.recv() => {
+                workers.remove(&uid);
+            }
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! The node agent: turns each Pod bound to its node into running containers and reports what
+//! it sees. The same code drives real containers and hollow (simulated) ones.
+//!
+//! # Layout
+//! - [`agent`]: configuration, node registration and heartbeats, the pod manager that keeps
+//!   one worker per pod bound here (re-adopting what the runtime already runs).
+//! - [`worker`]: one pod's loop: sandbox, images, init containers, app containers, restarts
+//!   with back-off, probes, status reports, graceful termination.
+//! - [`spec`]: Pod → runtime sandbox and container specs.
+//! - [`status`]: observed state → PodStatus (phase, conditions, container statuses).
+//! - [`probes`]: startup/liveness/readiness state machines and probe execution.
+//! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
+//! - [`backend`]: the runtime seam (Linux or hollow). [`machine`]: this machine's facts.
+
+pub mod agent;
+pub mod backend;
+pub mod machine;
+pub mod probes;
+pub mod registry;
+pub mod spec;
+pub mod status;
+pub mod worker;
+
+pub use agent::{run, AgentConfig, AgentError};
+pub use backend::Backend;
