@@ -179,11 +179,7 @@ impl Runner {
         pod.spec.node_name.is_empty()
             && !pod.metadata.is_deleting()
             && !pod.is_terminal()
-            && self
-                .cfg
-                .scheduler_names
-                .iter()
-                .any(|n| *n == pod.spec.scheduler_name)
+            && self.cfg.scheduler_names.contains(&pod.spec.scheduler_name)
     }
 
     async fn run_loop(
@@ -712,6 +708,7 @@ impl Runner {
                 }
                 match outcome {
                     AllocOutcome::Written(lease) => {
+                        let lease = *lease;
                         let new_rev = lease.metadata.revision().unwrap_or(0);
                         self.install_alloc(lease, false);
                         // Pods decided while our write was in flight saw the old record plus
@@ -728,7 +725,7 @@ impl Runner {
                         SchedulerMetrics::inc(&self.metrics.conflicts);
                         tracing::debug!(node = %node, pods = batch.len(), "allocation conflict; deciding again");
                         match fresh {
-                            Some(lease) => self.install_alloc(lease, true),
+                            Some(lease) => self.install_alloc(*lease, true),
                             None => {
                                 self.leases.remove(&node);
                                 self.cache.reset_alloc(&node);

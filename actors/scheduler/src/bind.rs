@@ -20,9 +20,9 @@ const MAX_NAME: usize = 253;
 /// What writing an allocation record did.
 #[derive(Debug)]
 pub enum AllocOutcome {
-    Written(Lease),
+    Written(Box<Lease>),
     /// Someone else wrote first; carries the record as it is now (None: it does not exist).
-    Conflict(Option<Lease>),
+    Conflict(Option<Box<Lease>>),
     Failed(String),
 }
 
@@ -39,10 +39,10 @@ pub async fn write_allocation(
         api.update(next).await
     };
     match result {
-        Ok(lease) => AllocOutcome::Written(lease),
+        Ok(lease) => AllocOutcome::Written(Box::new(lease)),
         Err(e) if e.is_conflict() || e.is_already_exists() || e.is_not_found() => {
             match api.get::<Lease>(ALLOCATION_NAMESPACE, node).await {
-                Ok(lease) => AllocOutcome::Conflict(Some(lease)),
+                Ok(lease) => AllocOutcome::Conflict(Some(Box::new(lease))),
                 Err(e) if e.is_not_found() => AllocOutcome::Conflict(None),
                 Err(e) => AllocOutcome::Failed(e.to_string()),
             }

@@ -397,9 +397,6 @@ async fn two_schedulers_racing_never_overcommit_a_node() {
                     .is_some_and(|c| c.status == "False")
             })
             .count();
-        if std::env::var("SHOAL_TEST_DEBUG").is_ok() {
-            eprintln!("bound {bound} unschedulable {unschedulable}");
-        }
         (bound == 30 && unschedulable == 10).then_some(())
     })
     .await;
@@ -418,4 +415,43 @@ async fn two_schedulers_racing_never_overcommit_a_node() {
     let (ma, mb) = (a.metrics.snapshot(), b.metrics.snapshot());
     assert_eq!(ma.scheduled + mb.scheduled, 30, "{ma:?} {mb:?}");
     eprintln!("scheduler a: {ma:?}\nscheduler b: {mb:?}");
+}
+
+/// A rough throughput probe (not a benchmark): pods created first, then one scheduler binds
+/// them all. `cargo nextest run -p shoal-scheduler --run-ignored only --no-capture`.
+#[actix::test]
+#[ignore]
+async fn throughput_probe() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    let (nodes, pods) = (500, 3000);
+    let sem = Arc::new(tokio::sync::Semaphore::new(128));
+    let adds = (0..nodes).map(|i| {
+        let (api, sem) = (api.clone(), sem.clone());
+        async move {
+            let _p = sem.acquire().await.unwrap();
+            add_node(&api, &format!("n{i:04}"), "16", &[], vec![]).await
+        }
+    });
+    futures::future::join_all(adds).await;
+    let creates = (0..pods).map(|i| {
+        let (api, sem) = (api.clone(), sem.clone());
+        async move {
+            let _p = sem.acquire().await.unwrap();
+            api.create(&pod(&format!("p{i:05}"), "100m")).await.unwrap();
+        }
+    });
+    futures::future::join_all(creates).await;
+    let start = Instant::now();
+    let s = start_scheduler(&cluster, "bench", true);
+    eventually("all bound", || async {
+        (s.metrics.snapshot().scheduled == pods as u64).then_some(())
+    })
+    .await;
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "{pods} pods on {nodes} nodes in {secs:.2}s: {:.0} pods/s; {:?}",
+        pods as f64 / secs,
+        s.metrics.snapshot()
+    );
 }

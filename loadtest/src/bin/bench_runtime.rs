@@ -101,11 +101,20 @@ fn main() {
     let layer = rt.images().unpack(&info.layers[0]).unwrap();
     let spec = ContainerSpec::new("true", IMAGE).command(["/bin/true"]);
 
+    // Per-phase times (start, wait for exit, remove) of the container-only runs.
+    let phases = std::cell::RefCell::new([Vec::new(), Vec::new(), Vec::new()]);
     let one = |sb: &SandboxInfo| {
+        let t0 = Instant::now();
         let c = rt.start_container(sb, &spec).expect("start");
+        let t1 = Instant::now();
         let st = rt.wait_container(&c.id, Duration::from_secs(30)).unwrap();
         assert_eq!(st.exit_code(), Some(0), "{st:?}");
+        let t2 = Instant::now();
         rt.remove_container(&c.id).unwrap();
+        let mut p = phases.borrow_mut();
+        p[0].push(t1 - t0);
+        p[1].push(t2 - t1);
+        p[2].push(t2.elapsed());
     };
 
     // Warm-up (page cache, bridge creation).
@@ -115,6 +124,7 @@ fn main() {
     for _ in 0..3 {
         one(&sb);
     }
+    phases.replace([Vec::new(), Vec::new(), Vec::new()]);
     let mut container_only = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
@@ -122,6 +132,7 @@ fn main() {
         container_only.push(t.elapsed());
     }
     rt.remove_sandbox(&sb.id).unwrap();
+    let container_phases = phases.replace([Vec::new(), Vec::new(), Vec::new()]);
 
     let mut with_sandbox = Vec::with_capacity(n);
     for i in 0..n {
@@ -157,6 +168,11 @@ fn main() {
     let a = report("shoal container-only", container_only);
     let b = report("shoal sandbox+container", with_sandbox);
     let r = report("runc run", runc);
+    let [start, wait, remove] = container_phases;
+    println!("container-only phases:");
+    report("  start_container", start);
+    report("  wait_container", wait);
+    report("  remove_container", remove);
     println!(
         "ratio shoal/runc (median): container-only {:.2}x, sandbox+container {:.2}x",
         a.as_secs_f64() / r.as_secs_f64(),

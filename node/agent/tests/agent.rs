@@ -1,0 +1,231 @@
+//! The node agent against real containers and a real cluster (nats-server + API actors).
+//! Pods are pinned with spec.nodeName: no scheduler is involved here.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus_schemas::api::DeleteOptions;
+use bus_schemas::kinds::Pod;
+use shoal_agent::{AgentConfig, Backend};
+use shoal_api::local::LocalCluster;
+use shoal_bus::shutdown::{self, Trigger};
+use shoal_bus::ApiClient;
+use shoal_node::net::NetworkConfig;
+use shoal_node::runtime::RuntimeConfig;
+use shoal_node::LinuxRuntime;
+
+struct Node {
+    name: String,
+    trigger: Option<Trigger>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    state: PathBuf,
+    bridge: String,
+    cidr: String,
+}
+
+fn shim() -> PathBuf {
+    // Test binaries live in target/<profile>/deps; the shim is built beside target/<profile>.
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().join("shoal-shim")
+}
+
+fn unique() -> u32 {
+    rand::random::<u32>() % 200 + 20
+}
+
+impl Node {
+    fn new(dir: &std::path::Path) -> Node {
+        let n = unique();
+        Node {
+            name: format!("node-{n}"),
+            trigger: None,
+            task: None,
+            state: dir.join("node"),
+            bridge: format!("sha{n}"),
+            cidr: format!("10.{}.{n}.0/24", 100 + rand::random::<u8>() % 100),
+        }
+    }
+
+    fn start(&mut self, cluster: &LocalCluster) {
+        let mut rc = RuntimeConfig::new(self.state.clone(), NetworkConfig::new(&self.bridge, self.cidr.parse().unwrap()));
+        rc.shim_path = Some(shim());
+        let backend = Backend::Linux(Arc::new(LinuxRuntime::new(rc).expect("runtime")));
+        let mut config = AgentConfig::new(self.name.clone(), self.cidr.clone());
+        config.backoff_base = Duration::from_millis(500);
+        config.sync_period = Duration::from_millis(200);
+        let (trigger, stop) = shutdown::channel();
+        let nats = cluster.nats.clone();
+        self.task = Some(tokio::spawn(async move {
+            shoal_agent::run(config, backend, nats, stop.wait()).await.expect("agent runs");
+        }));
+        self.trigger = Some(trigger);
+    }
+
+    async fn stop(&mut self) {
+        if let Some(t) = self.trigger.take() {
+            t.fire();
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Removes every sandbox this node's runtime holds (test cleanup).
+    fn sweep(&self) {
+        let mut rc = RuntimeConfig::new(self.state.clone(), NetworkConfig::new(&self.bridge, self.cidr.parse().unwrap()));
+        rc.shim_path = Some(shim());
+        if let Ok(rt) = LinuxRuntime::new(rc) {
+            use shoal_node::Runtime;
+            let _ = rt.cleanup_orphans(&Default::default());
+        }
+        let _ = std::process::Command::new("ip").args(["link", "del", &self.bridge]).status();
+    }
+}
+
+async fn push_busybox(cluster: &LocalCluster) {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    shoal_node::testimage::build_busybox_layout(&layout, "shoal/busybox", "1.35").unwrap();
+    let scratch = shoal_node::image::ImageStore::open(dir.path().join("store")).unwrap();
+    let registry = shoal_agent::registry::Registry::open(&async_nats::jetstream::new(cluster.nats.clone())).await.unwrap();
+    registry.import_path(&scratch, &layout, |_, _| {}).await.unwrap();
+}
+
+fn pod(node: &str, name: &str, spec: serde_json::Value) -> Pod {
+    let mut value = serde_json::json!({"metadata": {"name": name}, "spec": spec});
+    value["spec"]["nodeName"] = serde_json::Value::String(node.into());
+    serde_json::from_value(value).unwrap()
+}
+
+async fn wait_pod(api: &ApiClient, name: &str, what: &str, ok: impl Fn(&Pod) -> bool) -> Pod {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Ok(p) = api.get::<Pod>("default", name).await {
+            if ok(&p) {
+                return p;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!("timed out waiting for {name} to be {what}; status: {:#?}", p.status);
+            }
+        } else if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for {name} to be {what}: pod missing");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn container<'a>(p: &'a Pod, name: &str) -> &'a bus_schemas::kinds::pod::ContainerStatus {
+    p.status.container_statuses.iter().find(|c| c.name == name).expect("container status")
+}
+
+#[actix::test]
+async fn pods_run_report_status_restart_and_terminate() {
+    let cluster = LocalCluster::start().await.unwrap();
+    push_busybox(&cluster).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::new(dir.path());
+    node.start(&cluster);
+    let api = cluster.api();
+    let n = node.name.clone();
+
+    // Init containers run to completion, in order, before the app container starts.
+    api.create(&pod(&n, "ordered", serde_json::json!({
+        "restartPolicy": "Never",
+        "volumes": [{"name": "shared", "emptyDir": {}}],
+        "initContainers": [
+            {"name": "first", "image": "shoal/busybox:1.35", "command": ["sh", "-c", "echo one > /work/log"], "volumeMounts": [{"name": "shared", "mountPath": "/work"}]},
+            {"name": "second", "image": "shoal/busybox:1.35", "command": ["sh", "-c", "grep -q one /work/log && echo two >> /work/log"], "volumeMounts": [{"name": "shared", "mountPath": "/work"}]}
+        ],
+        "containers": [{"name": "main", "image": "shoal/busybox:1.35", "command": ["sh", "-c", "test \"$(cat /work/log | tr '\\n' ' ')\" = 'one two '"], "volumeMounts": [{"name": "shared", "mountPath": "/work"}]}]
+    }))).await.unwrap();
+    let done = wait_pod(&api, "ordered", "Succeeded", |p| p.status.phase == "Succeeded" || p.status.phase == "Failed").await;
+    assert_eq!(done.status.phase, "Succeeded", "{:#?}", done.status);
+    assert!(done.status.init_container_statuses.iter().all(|c| c.state.terminated.as_ref().is_some_and(|t| t.exit_code == 0)));
+
+    // A long-running pod: Running, Ready, with its IP, host and start time.
+    api.create(&pod(&n, "web", serde_json::json!({
+        "containers": [{"name": "httpd", "image": "shoal/busybox:1.35",
+            "command": ["httpd", "-f", "-p", "8080", "-h", "/var/www"],
+            "ports": [{"name": "http", "containerPort": 8080}],
+            "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1}}]
+    }))).await.unwrap();
+    let web = wait_pod(&api, "web", "Ready", |p| p.is_ready()).await;
+    assert_eq!(web.status.phase, "Running");
+    assert!(web.status.pod_ip.starts_with(node.cidr.rsplit_once('.').unwrap().0), "{}", web.status.pod_ip);
+    assert!(web.status.start_time.is_some());
+    assert!(container(&web, "httpd").ready);
+
+    // A crashing container restarts with back-off, visible as CrashLoopBackOff.
+    api.create(&pod(&n, "crasher", serde_json::json!({
+        "containers": [{"name": "c", "image": "shoal/busybox:1.35", "command": ["sh", "-c", "exit 3"]}]
+    }))).await.unwrap();
+    let crashed = wait_pod(&api, "crasher", "restarted twice", |p| {
+        p.status.container_statuses.first().is_some_and(|c| c.restart_count >= 2)
+    }).await;
+    let c = container(&crashed, "c");
+    assert_eq!(c.last_state.terminated.as_ref().map(|t| t.exit_code), Some(3));
+    wait_pod(&api, "crasher", "in CrashLoopBackOff", |p| {
+        p.status.container_statuses.first().and_then(|c| c.state.waiting.as_ref()).is_some_and(|w| w.reason == "CrashLoopBackOff")
+    }).await;
+
+    // A failing liveness probe kills and restarts the container.
+    api.create(&pod(&n, "unhealthy", serde_json::json!({
+        "containers": [{"name": "c", "image": "shoal/busybox:1.35", "command": ["sleep", "1000"],
+            "livenessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 1}}]
+    }))).await.unwrap();
+    wait_pod(&api, "unhealthy", "restarted by its liveness probe", |p| {
+        p.status.container_statuses.first().is_some_and(|c| c.restart_count >= 1)
+    }).await;
+
+    // A missing image is a clear status, and the agent keeps working.
+    api.create(&pod(&n, "noimage", serde_json::json!({
+        "containers": [{"name": "c", "image": "shoal/does-not-exist:1"}]
+    }))).await.unwrap();
+    let missing = wait_pod(&api, "noimage", "ErrImagePull", |p| {
+        p.status.container_statuses.first().and_then(|c| c.state.waiting.as_ref()).is_some_and(|w| w.reason.contains("ImagePull"))
+    }).await;
+    let waiting = container(&missing, "c").state.waiting.clone().unwrap();
+    assert!(waiting.message.contains("not in the cluster registry"), "{}", waiting.message);
+
+    // Graceful deletion: the pod goes away once its containers are stopped.
+    api.delete::<Pod>(&DeleteOptions { name: "web".into(), grace_period_seconds: Some(1), ..Default::default() }).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while api.get::<Pod>("default", "web").await.is_ok() {
+        assert!(tokio::time::Instant::now() < deadline, "web was never removed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    node.stop().await;
+    node.sweep();
+}
+
+#[actix::test]
+async fn a_restarted_agent_re_adopts_running_containers() {
+    let cluster = LocalCluster::start().await.unwrap();
+    push_busybox(&cluster).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::new(dir.path());
+    node.start(&cluster);
+    let api = cluster.api();
+    api.create(&pod(&node.name, "steady", serde_json::json!({
+        "containers": [{"name": "c", "image": "shoal/busybox:1.35", "command": ["sleep", "1000"]}]
+    }))).await.unwrap();
+    let before = wait_pod(&api, "steady", "Running", |p| p.status.phase == "Running").await;
+    let id_before = container(&before, "c").container_id.clone();
+    let started_before = container(&before, "c").state.running.clone();
+
+    node.stop().await;
+    node.start(&cluster);
+    // The new agent reports again; nothing was restarted.
+    tokio::time::sleep(Duration::from_millis(0)).await;
+    let after = wait_pod(&api, "steady", "re-reported", |p| p.metadata.revision() > before.metadata.revision() || p.status.phase == "Running").await;
+    let c = container(&after, "c");
+    assert_eq!(c.container_id, id_before, "same container instance");
+    assert_eq!(c.restart_count, 0);
+    assert_eq!(c.state.running, started_before);
+
+    api.delete::<Pod>(&DeleteOptions { name: "steady".into(), grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    node.stop().await;
+    node.sweep();
+}
