@@ -117,8 +117,9 @@ impl Worker {
             self.report(&pod).await;
             let wait = self.next_wakeup();
             tokio::select! {
+                // The agent is stopping: leave the containers running for the next agent to
+                // re-adopt. Only an explicit "pod gone" (None) tears a pod down.
                 changed = pod_rx.changed() => if changed.is_err() {
-                    self.teardown(Duration::from_secs(2)).await;
                     return;
                 },
                 _ = tokio::time::sleep(wait) => {}
@@ -311,28 +312,34 @@ impl Worker {
             return;
         }
         if let ObservedState::Terminated(term) = t.observed.state.clone() {
-            // A restart: back off exponentially, showing CrashLoopBackOff meanwhile.
-            match t.backoff_until {
+            // A restart: back off exponentially, showing CrashLoopBackOff meanwhile. The
+            // runtime keeps reporting the exited instance, so the waiting state is re-asserted
+            // on every pass until the back-off ends.
+            let until = match t.backoff_until {
+                Some(until) => until,
                 None => {
                     let delay = config_backoff(t.backoff_exp);
                     t.backoff_exp += 1;
                     t.backoff_until = Some(now + delay);
-                    t.observed.last_terminated = Some(term);
-                    t.observed.state = ObservedState::Waiting {
-                        reason: "CrashLoopBackOff".into(),
-                        message: format!("back-off {:?} restarting failed container={} pod={}", delay, t.container.name, pod.metadata.name),
-                    };
-                    return;
+                    now + delay
                 }
-                Some(until) if now < until => return,
-                Some(_) => {}
+            };
+            t.observed.last_terminated = Some(term);
+            if now < until {
+                t.observed.state = ObservedState::Waiting {
+                    reason: "CrashLoopBackOff".into(),
+                    message: format!(
+                        "back-off {}s restarting failed container={} pod={}",
+                        until.saturating_duration_since(now).as_secs() + 1,
+                        t.container.name,
+                        pod.metadata.name
+                    ),
+                };
+                return;
             }
-        }
-        if let ObservedState::Waiting { reason, .. } = &t.observed.state {
-            if reason == "CrashLoopBackOff" {
-                if t.backoff_until.is_some_and(|u| now < u) {
-                    return;
-                }
+        } else if let ObservedState::Waiting { .. } = &t.observed.state {
+            if t.backoff_until.is_some_and(|u| now < u) {
+                return;
             }
         }
         let restarting = t.id.is_some() || t.observed.last_terminated.is_some();

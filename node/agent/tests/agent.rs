@@ -47,13 +47,21 @@ impl Node {
         }
     }
 
-    fn start(&mut self, cluster: &LocalCluster) {
+    fn runtime_config(&self) -> RuntimeConfig {
         let mut rc = RuntimeConfig::new(self.state.clone(), NetworkConfig::new(&self.bridge, self.cidr.parse().unwrap()));
         rc.shim_path = Some(shim());
+        // Tests run side by side: each node's orphan sweep must see only its own cgroups.
+        rc.cgroup_parent = format!("shoal-test-{}", self.name);
+        rc
+    }
+
+    fn start(&mut self, cluster: &LocalCluster) {
+        let rc = self.runtime_config();
         let backend = Backend::Linux(Arc::new(LinuxRuntime::new(rc).expect("runtime")));
         let mut config = AgentConfig::new(self.name.clone(), self.cidr.clone());
         config.backoff_base = Duration::from_millis(500);
         config.sync_period = Duration::from_millis(200);
+        config.heartbeat_interval = Duration::from_millis(500);
         let (trigger, stop) = shutdown::channel();
         let nats = cluster.nats.clone();
         self.task = Some(tokio::spawn(async move {
@@ -73,9 +81,7 @@ impl Node {
 
     /// Removes every sandbox this node's runtime holds (test cleanup).
     fn sweep(&self) {
-        let mut rc = RuntimeConfig::new(self.state.clone(), NetworkConfig::new(&self.bridge, self.cidr.parse().unwrap()));
-        rc.shim_path = Some(shim());
-        if let Ok(rt) = LinuxRuntime::new(rc) {
+        if let Ok(rt) = LinuxRuntime::new(self.runtime_config()) {
             use shoal_node::Runtime;
             let _ = rt.cleanup_orphans(&Default::default());
         }
@@ -215,11 +221,37 @@ async fn a_restarted_agent_re_adopts_running_containers() {
     let id_before = container(&before, "c").container_id.clone();
     let started_before = container(&before, "c").state.running.clone();
 
+    let view_config = node.runtime_config();
+    let runtime_view = move || {
+        use shoal_node::Runtime;
+        let mut rc = view_config.clone();
+        rc.reap_monitors = false;
+        let rt = LinuxRuntime::new(rc).unwrap();
+        rt.list_containers().unwrap().into_iter().map(|c| (c.id.clone(), c.pid)).collect::<Vec<_>>()
+    };
+    let containers_before = runtime_view();
+    assert_eq!(containers_before.len(), 1);
+
     node.stop().await;
+    let restarted_at = chrono::Utc::now();
     node.start(&cluster);
-    // The new agent reports again; nothing was restarted.
-    tokio::time::sleep(Duration::from_millis(0)).await;
-    let after = wait_pod(&api, "steady", "re-reported", |p| p.metadata.revision() > before.metadata.revision() || p.status.phase == "Running").await;
+    // The new agent is alive once it has renewed its Lease after the restart.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let lease = api.get::<bus_schemas::kinds::Lease>(shoal_api::NODE_LEASE_NAMESPACE, &node.name).await;
+        if lease.is_ok_and(|l| l.spec.renew_time.is_some_and(|t| t > restarted_at)) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the restarted agent never heartbeated");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Over ten of its sync periods the same container keeps running: it was adopted, not
+    // restarted (a non-adopting agent would have started a second instance by now).
+    for _ in 0..10 {
+        assert_eq!(runtime_view(), containers_before, "the container was replaced");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let after: Pod = api.get("default", "steady").await.unwrap();
     let c = container(&after, "c");
     assert_eq!(c.container_id, id_before, "same container instance");
     assert_eq!(c.restart_count, 0);

@@ -17,9 +17,11 @@ pub fn hostname() -> String {
 }
 
 /// The real runtime for this machine, with its state under `state_dir`.
-pub fn linux_backend(state_dir: PathBuf, bridge: &str, pod_cidr: &str) -> Result<Backend> {
+pub fn linux_backend(state_dir: PathBuf, bridge: &str, pod_cidr: &str, node: &str) -> Result<Backend> {
     let cidr = pod_cidr.parse().map_err(|e| anyhow::anyhow!("--pod-cidr {pod_cidr:?}: {e}"))?;
-    let config = RuntimeConfig::new(state_dir.clone(), NetworkConfig::new(bridge, cidr));
+    let mut config = RuntimeConfig::new(state_dir.clone(), NetworkConfig::new(bridge, cidr));
+    // One cgroup parent per node, so agents sharing a machine never sweep each other's pods.
+    config.cgroup_parent = format!("shoal-{}", node.replace(['/', '.'], "-"));
     let runtime = LinuxRuntime::new(config).with_context(|| format!("starting the container runtime in {}", state_dir.display()))?;
     Ok(Backend::Linux(Arc::new(runtime)))
 }
@@ -50,7 +52,7 @@ pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
             Backend::Hollow(Arc::new(HollowRuntime::new(hollow)))
         } else {
             let state_dir = args.state_dir.clone().unwrap_or_else(|| crate::up::default_data_dir().join(format!("node-{name}")));
-            linux_backend(state_dir, &args.bridge, &args.pod_cidr)?
+            linux_backend(state_dir, &args.bridge, &args.pod_cidr, &name)?
         };
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
         tasks.push(tokio::spawn(async move {

@@ -35,6 +35,12 @@ pub async fn run(args: UpArgs) -> Result<()> {
             url.clone()
         }
         None => {
+            if std::net::TcpListener::bind(("127.0.0.1", args.port)).is_err() {
+                bail!(
+                    "port {} is already in use (another cluster, or a nats-server still shutting down?): stop it, or choose another --port",
+                    args.port
+                );
+            }
             let config = NatsdConfig::new(args.port, data_dir.join("nats"));
             eprintln!("starting nats-server on port {} (store {}) …", args.port, config.data_dir.display());
             let server = Natsd::start(config).await.context("starting nats-server")?;
@@ -94,11 +100,21 @@ pub async fn run(args: UpArgs) -> Result<()> {
         })
     };
     actors.push("controllers");
+    let scheduler_task = {
+        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let config = shoal_scheduler::SchedulerConfig { informers: Some(informers.clone()), ..Default::default() };
+        actix::spawn(async move {
+            if let Err(e) = shoal_scheduler::run(config, nats, shutdown.wait()).await {
+                eprintln!("error: scheduler: {e}");
+            }
+        })
+    };
+    actors.push("scheduler");
     let node_task = if args.no_node {
         None
     } else {
         let name = crate::node::hostname();
-        let backend = crate::node::linux_backend(data_dir.join("node"), "shoal0", &args.pod_cidr)?;
+        let backend = crate::node::linux_backend(data_dir.join("node"), "shoal0", &args.pod_cidr, &name)?;
         let mut config = shoal_agent::AgentConfig::new(name, args.pod_cidr.clone());
         config.informers = Some(informers.clone());
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
@@ -121,6 +137,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
     trigger.fire();
     let _ = tokio::time::timeout(Duration::from_secs(10), api_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(10), controllers_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), scheduler_task).await;
     if let Some(task) = node_task {
         let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     }

@@ -25,7 +25,7 @@ fn shoal(url: &str, args: &[&str]) -> (bool, String, String) {
 
 fn start_up(dir: &Path, port: u16) -> Child {
     Command::new(SHOAL)
-        .args(["up", "--port", &port.to_string(), "--data-dir"])
+        .args(["up", "--no-node", "--port", &port.to_string(), "--data-dir"])
         .arg(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -95,7 +95,7 @@ fn a_data_dir_whose_state_stream_vanished_is_refused() {
     std::fs::remove_dir_all(dir.path().join("nats/jetstream")).unwrap();
 
     let out = Command::new(SHOAL)
-        .args(["up", "--port", &port.to_string(), "--data-dir"])
+        .args(["up", "--no-node", "--port", &port.to_string(), "--data-dir"])
         .arg(dir.path())
         .output()
         .unwrap();

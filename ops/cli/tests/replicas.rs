@@ -14,7 +14,7 @@ use shoal_api::local::LocalCluster;
 async fn killing_one_api_replica_under_load_loses_no_request() {
     let cluster = LocalCluster::start().await.unwrap();
     let mut replica = Command::new(env!("CARGO_BIN_EXE_shoal"))
-        .args(["up", "--join", &cluster.url(), "--monitor", "127.0.0.1:1"])
+        .args(["up", "--no-node", "--join", &cluster.url(), "--monitor", "127.0.0.1:1"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
