@@ -96,3 +96,85 @@ pub struct PatchRequest {
     #[serde(default)]
     pub status: bool,
 }
+
+/// `shoal.v1.agent.<node>.exec`: run a command in a running container.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecRequest {
+    pub namespace: String,
+    pub pod: String,
+    /// Empty: the pod's first container.
+    #[serde(default)]
+    pub container: String,
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub timeout_seconds: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecReply {
+    pub exit_code: i32,
+    #[serde(with = "serde_bytes_compat")]
+    pub stdout: Vec<u8>,
+    #[serde(with = "serde_bytes_compat")]
+    pub stderr: Vec<u8>,
+    #[serde(default)]
+    pub error: String,
+}
+
+/// One usage sample of a pod, published by its node every few seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMetrics {
+    pub namespace: String,
+    pub pod: String,
+    pub node: String,
+    pub timestamp: crate::Time,
+    /// CPU in millicores averaged since the previous sample.
+    pub cpu_millicores: u64,
+    pub memory_working_set_bytes: u64,
+    #[serde(default)]
+    pub containers: Vec<ContainerMetrics>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerMetrics {
+    pub name: String,
+    pub cpu_millicores: u64,
+    pub memory_working_set_bytes: u64,
+}
+
+/// Byte strings as msgpack `bin`; also accepts arrays of numbers and text (JSON clients).
+mod serde_bytes_compat {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(bytes)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes, text or an array of byte values")
+            }
+            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Vec<u8>, E> {
+                Ok(v.as_bytes().to_vec())
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = seq.next_element::<u8>()? {
+                    out.push(b);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(Bytes)
+    }
+}

@@ -17,6 +17,13 @@ pub const NODE_ALL: &str = "shoal.v1.node.>";
 /// The stream of log lines and its subjects.
 pub const LOGS_STREAM: &str = "SHOAL_LOGS";
 pub const LOGS_ALL: &str = "shoal.v1.logs.>";
+/// The stream of usage samples (latest per pod kept) and its subjects.
+pub const METRICS_STREAM: &str = "SHOAL_METRICS";
+pub const METRICS_ALL: &str = "shoal.v1.metrics.>";
+/// Header on log messages: the container instance that wrote the line.
+pub const HEADER_CONTAINER_ID: &str = "Shoal-Container-Id";
+/// Header on log messages: stdout or stderr.
+pub const HEADER_LOG_STREAM: &str = "Shoal-Log-Stream";
 /// The object store that is the cluster's image registry.
 pub const IMAGE_STORE: &str = "shoal-images";
 
@@ -187,6 +194,11 @@ pub fn metrics(node: &str, namespace: &str, pod: &str) -> String {
         encode_token(namespace),
         encode_token(pod)
     )
+}
+
+/// `shoal.v1.agent.<node>.<what>`: requests to one node agent (exec).
+pub fn agent_request(node: &str, what: &str) -> String {
+    format!("shoal.v1.agent.{}.{what}", encode_token(node))
 }
 
 /// `shoal.v1.hooks.autoscale.<name>`.

@@ -257,6 +257,10 @@ pub fn busybox_layer() -> Result<(Layer, ImageConfig)> {
         b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
     )?;
     b.file("etc/group", 0o644, b"root:x:0:\nnobody:x:65534:\n")?;
+    // Bind-mount targets, so starting a container writes nothing to its upper dir.
+    for f in ["etc/hosts", "etc/resolv.conf", "etc/hostname"] {
+        b.file(f, 0o644, b"")?;
+    }
     b.file("var/www/index.html", 0o644, b"hello from shoal\n")?;
     let config = ImageConfig {
         cmd: Some(vec!["sh".into()]),

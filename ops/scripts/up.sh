@@ -18,8 +18,10 @@ for _ in $(seq 1 100); do
   kill -0 "$UP" 2>/dev/null || { echo "shoal up exited early" >&2; exit 1; }
   sleep 0.2
 done
+"$SHOAL" image build-busybox
 "$SHOAL" apply -f ops/demo/
 echo
-echo "Demo applied. In another terminal: export SHOAL_NATS=$SHOAL_NATS; $SHOAL get all-kinds:"
+echo "Demo applied: a Deployment of 3 busybox httpd pods and a Service. In another terminal:"
+echo "  export SHOAL_NATS=$SHOAL_NATS"
 echo "  $SHOAL get deploy,rs,po,svc -o wide"
 wait $UP

@@ -127,6 +127,35 @@ pub async fn ensure_stream(
     })
     .await
     .map_err(StoreError::unavailable)?;
+    // Logs and metrics are telemetry, not state: bounded, and lost without harm.
+    js.get_or_create_stream(stream::Config {
+        name: subjects::LOGS_STREAM.to_string(),
+        subjects: vec![subjects::LOGS_ALL.to_string()],
+        storage: stream::StorageType::File,
+        max_messages_per_subject: 2000,
+        max_bytes: 256 * 1024 * 1024,
+        max_age: Duration::from_secs(24 * 3600),
+        num_replicas: settings.replicas,
+        discard: stream::DiscardPolicy::Old,
+        description: Some("Shoal container log lines, per pod and container".into()),
+        ..Default::default()
+    })
+    .await
+    .map_err(StoreError::unavailable)?;
+    js.get_or_create_stream(stream::Config {
+        name: subjects::METRICS_STREAM.to_string(),
+        subjects: vec![subjects::METRICS_ALL.to_string()],
+        storage: stream::StorageType::Memory,
+        max_messages_per_subject: 1,
+        max_age: Duration::from_secs(120),
+        num_replicas: settings.replicas,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::Old,
+        description: Some("Shoal usage samples: the latest per pod and node".into()),
+        ..Default::default()
+    })
+    .await
+    .map_err(StoreError::unavailable)?;
     Ok(())
 }
 

@@ -135,11 +135,13 @@ fn main() {
     let container_phases = phases.replace([Vec::new(), Vec::new(), Vec::new()]);
 
     let mut with_sandbox = Vec::with_capacity(n);
+    let mut sandbox_create = Vec::with_capacity(n);
     for i in 0..n {
         let t = Instant::now();
         let sb = rt
             .create_sandbox(&SandboxSpec::new(format!("bench-{tag}-{i}"), "bench", "default"))
             .unwrap();
+        sandbox_create.push(t.elapsed());
         one(&sb);
         rt.remove_sandbox(&sb.id).unwrap();
         with_sandbox.push(t.elapsed());
@@ -173,6 +175,7 @@ fn main() {
     report("  start_container", start);
     report("  wait_container", wait);
     report("  remove_container", remove);
+    report("create_sandbox alone", sandbox_create);
     println!(
         "ratio shoal/runc (median): container-only {:.2}x, sandbox+container {:.2}x",
         a.as_secs_f64() / r.as_secs_f64(),

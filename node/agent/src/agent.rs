@@ -80,6 +80,7 @@ impl AgentConfig {
 /// What every worker shares.
 pub struct AgentCtx {
     pub backend: Backend,
+    pub nats_client: async_nats::Client,
     pub registry: Registry,
     pub config: AgentConfig,
     nats: async_nats::Client,
@@ -211,15 +212,37 @@ pub async fn run(
     let registry = Registry::open(&js).await?;
     let runtime = backend.runtime();
     let hollow = backend.is_hollow();
-    let ctx = Arc::new(AgentCtx { backend, registry, config: config.clone(), nats, runtime, poke: Notify::new() });
+    let ctx = Arc::new(AgentCtx {
+        backend,
+        nats_client: nats.clone(),
+        registry,
+        config: config.clone(),
+        nats: nats.clone(),
+        runtime,
+        poke: Notify::new(),
+    });
     let facts = if hollow { MachineFacts::hollow() } else { MachineFacts::probe() };
 
     register(&ctx, &facts, hollow).await;
     let heartbeat = tokio::spawn(heartbeat_loop(ctx.clone(), facts, hollow));
+    let mut extras = Vec::new();
+    if !hollow {
+        let pod_informer = informers.get::<Pod>();
+        extras.push(tokio::spawn(crate::telemetry::serve_exec(ctx.clone(), nats.clone(), pod_informer.clone())));
+        extras.push(tokio::spawn(crate::telemetry::publish_metrics(
+            ctx.clone(),
+            nats.clone(),
+            pod_informer,
+            Duration::from_secs(5),
+        )));
+    }
     let pods = tokio::spawn(manage_pods(ctx.clone(), informers));
     shutdown.await;
     heartbeat.abort();
     pods.abort();
+    for task in extras {
+        task.abort();
+    }
     Ok(())
 }
 

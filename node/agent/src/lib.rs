@@ -10,6 +10,7 @@
 //! - [`status`]: observed state → PodStatus (phase, conditions, container statuses).
 //! - [`probes`]: startup/liveness/readiness state machines and probe execution.
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
+//! - [`telemetry`]: log shipping, usage samples, exec requests.
 //! - [`backend`]: the runtime seam (Linux or hollow). [`machine`]: this machine's facts.
 
 pub mod agent;
@@ -19,6 +20,7 @@ pub mod probes;
 pub mod registry;
 pub mod spec;
 pub mod status;
+pub mod telemetry;
 pub mod worker;
 
 pub use agent::{run, AgentConfig, AgentError};

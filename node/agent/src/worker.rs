@@ -34,6 +34,8 @@ struct Track {
     probes: ProbeTracker,
     /// A liveness or startup failure asked for this instance to be restarted.
     kill_requested: bool,
+    /// Ships this instance's log lines to the bus while it lives.
+    shipper: Option<crate::telemetry::LogShipper>,
 }
 
 impl Track {
@@ -51,6 +53,7 @@ impl Track {
             backoff_exp: 0,
             probes: ProbeTracker::new(container),
             kill_requested: false,
+            shipper: None,
         }
     }
 }
@@ -170,6 +173,7 @@ impl Worker {
         // Init containers: one at a time, in order, each to successful completion.
         for i in 0..self.init.len() {
             self.observe(i, true).await;
+            self.ensure_shipper(pod, &sandbox, i, true, false);
             let done = matches!(&self.init[i].observed.state, ObservedState::Terminated(t) if t.exit_code == 0);
             if done {
                 continue;
@@ -179,6 +183,7 @@ impl Worker {
         }
         for i in 0..self.app.len() {
             self.observe(i, false).await;
+            self.ensure_shipper(pod, &sandbox, i, false, false);
             self.drive(pod, &sandbox, i, false).await;
         }
         self.run_probes(&sandbox).await;
@@ -219,8 +224,27 @@ impl Worker {
         all
     }
 
+    fn shipper(&self, pod: &Pod, sandbox: &SandboxInfo, name: &str, id: &str, from_start: bool) -> Option<crate::telemetry::LogShipper> {
+        let reader = self.ctx.backend.logs(sandbox, name)?;
+        let subject = bus_schemas::subjects::logs(&pod.metadata.namespace, &pod.metadata.name, name);
+        Some(crate::telemetry::ship_logs(self.ctx.nats_client.clone(), reader, subject, id.to_string(), from_start))
+    }
+
     fn track(&mut self, i: usize, init: bool) -> &mut Track {
         if init { &mut self.init[i] } else { &mut self.app[i] }
+    }
+
+    /// Starts shipping logs of an adopted instance (from now on: earlier lines were shipped by
+    /// the previous agent).
+    fn ensure_shipper(&mut self, pod: &Pod, sandbox: &SandboxInfo, i: usize, init: bool, from_start: bool) {
+        let t = if init { &self.init[i] } else { &self.app[i] };
+        if t.shipper.is_some() {
+            return;
+        }
+        let Some(id) = t.id.clone() else { return };
+        let name = t.container.name.clone();
+        let shipper = self.shipper(pod, sandbox, &name, &id, from_start);
+        self.track(i, init).shipper = shipper;
     }
 
     /// Refreshes one container's observed state from the runtime.
@@ -343,6 +367,7 @@ impl Worker {
             }
         }
         let restarting = t.id.is_some() || t.observed.last_terminated.is_some();
+        t.shipper = None;
         if let Some(old) = t.id.take() {
             let _ = self.ctx.call(move |rt| rt.remove_container(&old)).await;
         }
@@ -365,6 +390,10 @@ impl Worker {
                 t.id = Some(info.id.clone());
                 t.observed.container_id = format!("shoal://{}", info.id);
                 t.observed.state = ObservedState::Running { started_at: time(info.started_at) };
+                let name = t.container.name.clone();
+                let shipper = self.shipper(pod, sandbox, &name, &info.id, true);
+                let t = self.track(i, init);
+                t.shipper = shipper;
                 t.observed.started = true;
                 t.backoff_until = None;
                 t.probes.container_started(Instant::now());
@@ -443,6 +472,9 @@ impl Worker {
 
     /// Stops every container (SIGTERM, grace, SIGKILL) and removes the sandbox.
     async fn teardown(&mut self, grace: Duration) {
+        for t in self.init.iter_mut().chain(self.app.iter_mut()) {
+            t.shipper = None;
+        }
         let mut ids: Vec<String> = self.init.iter().chain(&self.app).filter_map(|t| t.id.clone()).collect();
         ids.extend(self.adopted.drain().map(|(_, c)| c.id));
         let stops = ids.into_iter().map(|id| self.ctx.call(move |rt| rt.stop_container(&id, grace)));

@@ -42,6 +42,19 @@ pub enum Command {
         #[command(subcommand)]
         command: ImageCommand,
     },
+    /// Manage a Deployment's (or DaemonSet's) rollout: status, history, undo, pause, resume, restart.
+    Rollout {
+        #[command(subcommand)]
+        command: RolloutCommand,
+    },
+    /// Set the replica count of a Deployment or ReplicaSet.
+    Scale(ScaleArgs),
+    /// Mark a node unschedulable: new pods are no longer placed on it.
+    Cordon(NodeNameArgs),
+    /// Mark a node schedulable again.
+    Uncordon(NodeNameArgs),
+    /// Cordon a node, then evict its pods (for maintenance).
+    Drain(DrainArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -195,4 +208,98 @@ pub struct LabelArgs {
     /// Allow replacing an existing value.
     #[arg(long)]
     pub overwrite: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RolloutCommand {
+    /// Wait for a rollout to finish, printing its progress.
+    Status(RolloutStatusArgs),
+    /// List a Deployment's revisions, or show one revision's pod template.
+    History(RolloutHistoryArgs),
+    /// Roll back to an earlier revision (default: the previous one).
+    Undo(RolloutUndoArgs),
+    /// Stop rolling out template changes until resumed.
+    Pause(RolloutTarget),
+    /// Resume a paused rollout.
+    Resume(RolloutTarget),
+    /// Replace every pod, by changing the template's restartedAt annotation.
+    Restart(RolloutTarget),
+}
+
+/// `deploy/NAME`, or `deploy NAME`.
+#[derive(Args, Debug)]
+pub struct RolloutTarget {
+    pub kind: String,
+    pub name: Option<String>,
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RolloutStatusArgs {
+    #[command(flatten)]
+    pub target: RolloutTarget,
+    /// Give up after this long (e.g. 90s, 5m; 0 waits forever).
+    #[arg(long, default_value = "0s")]
+    pub timeout: String,
+    /// Wait for the rollout to finish; -w=false prints the current status once.
+    #[arg(short = 'w', long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RolloutHistoryArgs {
+    #[command(flatten)]
+    pub target: RolloutTarget,
+    /// Show this revision's pod template.
+    #[arg(long)]
+    pub revision: Option<i64>,
+}
+
+#[derive(Args, Debug)]
+pub struct RolloutUndoArgs {
+    #[command(flatten)]
+    pub target: RolloutTarget,
+    /// The revision to roll back to (default: the previous one).
+    #[arg(long)]
+    pub to_revision: Option<i64>,
+}
+
+#[derive(Args, Debug)]
+pub struct ScaleArgs {
+    /// `deploy/NAME`, or KIND followed by NAME (deployments and replicasets).
+    pub kind: String,
+    pub name: Option<String>,
+    #[arg(long)]
+    pub replicas: i32,
+    /// Only scale if the object has this many replicas now.
+    #[arg(long)]
+    pub current_replicas: Option<i32>,
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct NodeNameArgs {
+    pub node: String,
+}
+
+#[derive(Args, Debug)]
+pub struct DrainArgs {
+    pub node: String,
+    /// Leave DaemonSet-managed pods in place (their controller would recreate them anyway).
+    #[arg(long)]
+    pub ignore_daemonsets: bool,
+    /// Evict pods with emptyDir volumes (their data is lost).
+    #[arg(long)]
+    pub delete_emptydir_data: bool,
+    /// Evict pods no controller manages (nothing recreates them).
+    #[arg(long)]
+    pub force: bool,
+    /// Seconds each pod gets to stop; negative uses the pod's own terminationGracePeriodSeconds.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub grace_period: i64,
+    /// Give up waiting for the pods to go after this long (e.g. 2m; 0 waits forever).
+    #[arg(long, default_value = "0s")]
+    pub timeout: String,
 }

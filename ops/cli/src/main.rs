@@ -7,6 +7,7 @@
 //! - `table`: per-kind table columns; `output`: yaml/json/name printers.
 //! - `kinds`: resolving kind names people type (`po`, `deploy,svc`).
 //! - `remote`: untyped requests to the API (objects as JSON values).
+//! - `rollout`, `scale`, `nodes`: workload commands (rollout, scale, cordon/uncordon/drain).
 
 mod apply;
 mod cli;
@@ -17,8 +18,11 @@ mod image;
 mod kinds;
 mod label;
 mod node;
+mod nodes;
 mod output;
 mod remote;
+mod rollout;
+mod scale;
 mod table;
 mod up;
 
@@ -89,6 +93,11 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                     }
                     Command::Version => remote::version(&session).await,
                     Command::Image { command } => image::run(&session, command).await,
+                    Command::Rollout { command } => rollout::run(&session, command).await,
+                    Command::Scale(a) => scale::run(&session, a).await,
+                    Command::Cordon(a) => nodes::cordon(&session, &a.node, true).await,
+                    Command::Uncordon(a) => nodes::cordon(&session, &a.node, false).await,
+                    Command::Drain(a) => nodes::drain(&session, a).await,
                     Command::Up(_) | Command::Node(_) => unreachable!("handled above"),
                 }
             })

@@ -1,0 +1,551 @@
+//! Scheduling at scale with hollow nodes: create → bound → Running throughput and latency,
+//! control-plane memory, and node-failure recovery. Prints figures; never asserts timings.
+//!
+//! Process layout (like production, on one machine):
+//! - nats-server child, JetStream `sync_interval: always`, store in a temp dir;
+//! - this process: the API actor, scheduler and controllers on one thread with their own
+//!   actix system and one shared InformerFactory (as `shoal up`), plus the load generator,
+//!   which reads the same pod cache (so pods are cached once here);
+//! - a child process (this binary, `--hollow-only`) hosting `--nodes` hollow agents sharing one
+//!   NATS connection and InformerFactory (as `shoal node --hollow --count N`).
+//!
+//! So the RSS of this process is the control plane (+ the generator's per-pod timestamps,
+//! ~100 B/pod), the fleet's RSS is the child's, and nats-server's is its own.
+//!
+//! Phases:
+//! 1. Raw JetStream publish rate into the state stream (the write-capacity baseline).
+//! 2. The hollow fleet registers; wait until every Node is Ready.
+//! 3. Workload: `--workload deployments` (default: D Deployments × `--replicas-per-deployment`,
+//!    exercising Deployment → ReplicaSet → pod creates, scheduler, agents) or `--workload pods`
+//!    (direct pod creates, `--concurrency` in flight: scheduler + agents only). Per pod:
+//!    created = metadata.creationTimestamp (API clock), bound = first seen with spec.nodeName,
+//!    Running = first seen with status.phase Running (seen through the shared pod cache, the
+//!    same watch every actor uses). Throughput = pods / (first create → last Running).
+//! 4. Failover (`--skip-failover` skips; needs ReplicaSet-owned pods): stop the agents of
+//!    `--failover-percent` of the nodes; for each of their pods, the time until a replacement
+//!    of the same ReplicaSet is Running, measured from the agents' stop, from the node being
+//!    marked NotReady, and from the pod's eviction (replacements are paired with evicted pods
+//!    per ReplicaSet in order).
+//!
+//! Run: `cargo build --release -p shoal-loadtest && /work/target/release/bench_scheduling
+//!       --nodes 1000 --pods 30000`
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bus_schemas::kinds::{Deployment, Node, Pod};
+use bus_schemas::meta::find_condition;
+use bus_schemas::selector::Selector;
+use bus_schemas::Time;
+use chrono::Utc;
+use clap::{Parser, ValueEnum};
+use shoal_bus::informer::INDEX_NODE;
+use shoal_bus::{ApiClient, EventType, Informer};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::Semaphore;
+
+use common::{between, describe, memory_line, HollowFleet};
+
+const NAMESPACE: &str = "default";
+const BENCH_LABEL: &str = "shoal.bench/scheduling";
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
+enum Workload {
+    /// Direct pod creates: the scheduler and the agents.
+    Pods,
+    /// Deployments: the Deployment and ReplicaSet controllers too; required for failover.
+    Deployments,
+}
+
+#[derive(Parser)]
+#[command(about = "Scheduling throughput/latency, control-plane memory and failover on hollow nodes")]
+struct Args {
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    #[arg(long, default_value_t = 30_000)]
+    pods: usize,
+    #[arg(long, value_enum, default_value_t = Workload::Deployments)]
+    workload: Workload,
+    /// Pods per Deployment (`--workload deployments`).
+    #[arg(long, default_value_t = 1000)]
+    replicas_per_deployment: usize,
+    /// Create requests in flight at once (pods, or Deployments).
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Hollow agents' heartbeat (Lease renewal) interval: nodes / this = heartbeat writes/s.
+    #[arg(long, default_value_t = 2000)]
+    heartbeat_ms: u64,
+    #[arg(long)]
+    skip_failover: bool,
+    /// Share of the nodes whose agents are stopped in the failover phase.
+    #[arg(long, default_value_t = 1.0)]
+    failover_percent: f64,
+    /// Messages in the raw JetStream baseline.
+    #[arg(long, default_value_t = 10_000)]
+    raw_count: usize,
+    /// Give up on a phase when its counts have not moved for this long.
+    #[arg(long, default_value_t = 120)]
+    stall_seconds: u64,
+    /// (internal) Be the hollow-node child process.
+    #[arg(long, hide = true)]
+    hollow_only: bool,
+    #[arg(long, hide = true)]
+    url: Option<String>,
+}
+
+fn main() -> Result<()> {
+    common::init_tracing();
+    let args = Args::parse();
+    if args.hollow_only {
+        let url = args.url.context("--hollow-only needs --url")?;
+        return common::hollow_main(&url, args.nodes, Duration::from_millis(args.heartbeat_ms));
+    }
+    run(args)
+}
+
+/// What the generator saw of one pod (keyed by uid: replacements are new pods).
+#[derive(Default, Clone)]
+struct Track {
+    name: String,
+    owner: Option<String>,
+    created: Option<Time>,
+    bound: Option<Time>,
+    running: Option<Time>,
+    deleted: Option<Time>,
+    node: String,
+}
+
+#[derive(Default)]
+struct Tracker {
+    pods: HashMap<String, Track>,
+    bound: usize,
+    running: usize,
+    deleted: usize,
+}
+
+impl Tracker {
+    fn observe(&mut self, pod: &Pod, deleted: bool, now: Time) {
+        if pod.metadata.namespace != NAMESPACE || !pod.metadata.labels.contains_key(BENCH_LABEL) {
+            return;
+        }
+        let t = self.pods.entry(pod.metadata.uid.clone()).or_insert_with(|| Track {
+            name: pod.metadata.name.clone(),
+            owner: pod.metadata.controller_ref().map(|r| r.uid.clone()),
+            created: pod.metadata.creation_timestamp,
+            ..Default::default()
+        });
+        if t.bound.is_none() && !pod.spec.node_name.is_empty() {
+            t.bound = Some(now);
+            t.node = pod.spec.node_name.clone();
+            self.bound += 1;
+        }
+        if t.running.is_none() && pod.status.phase == "Running" {
+            t.running = Some(now);
+            self.running += 1;
+        }
+        if deleted && t.deleted.is_none() {
+            t.deleted = Some(now);
+            self.deleted += 1;
+        }
+    }
+}
+
+/// Feeds the tracker from the shared pod cache's change stream; on lag, from the cache.
+fn spawn_tracker(pods: Informer<Pod>, tracker: Arc<Mutex<Tracker>>) {
+    let mut changes = pods.subscribe();
+    tokio::spawn(async move {
+        loop {
+            match changes.recv().await {
+                Ok(change) => {
+                    let now = Utc::now();
+                    tracker.lock().expect("tracker").observe(&change.new, change.event == EventType::Deleted, now);
+                }
+                Err(RecvError::Lagged(n)) => {
+                    // Level-triggered catch-up: times are late by at most the lag.
+                    eprintln!("(generator lagged {n} pod changes; catching up from the cache)");
+                    let now = Utc::now();
+                    let all = pods.list(Some(NAMESPACE), &Selector::everything());
+                    let present: HashSet<String> = all.iter().map(|p| p.metadata.uid.clone()).collect();
+                    let mut t = tracker.lock().expect("tracker");
+                    for p in all {
+                        t.observe(&p, false, now);
+                    }
+                    let mut gone = 0;
+                    for track in t.pods.iter_mut().filter(|(uid, _)| !present.contains(*uid)).map(|(_, t)| t) {
+                        if track.deleted.is_none() {
+                            track.deleted = Some(now);
+                            gone += 1;
+                        }
+                    }
+                    t.deleted += gone;
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
+fn pod_template(app: &str) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"labels": {"app": app, BENCH_LABEL: "true"}},
+        "spec": {"containers": [{"name": "main", "image": "shoal/pause:1",
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
+    })
+}
+
+fn run(args: Args) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let natsd = runtime
+        .block_on(shoal_bus::natsd::Natsd::start_in(dir.path()))
+        .context("starting nats-server")?;
+    let url = natsd.url();
+    println!("nats-server {url}, JetStream sync_interval: always (store {})", dir.path().display());
+    let cp = common::start_control_plane(url.clone(), true)?;
+    println!(
+        "control plane: API + scheduler + controllers on one actix thread; node grace {:?}, default unreachable toleration {:?}",
+        cp.tunables.node_monitor_grace, cp.tunables.default_unreachable_toleration
+    );
+
+    let result = runtime.block_on(bench(&args, &url, &cp));
+    drop(natsd);
+    result
+}
+
+async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> {
+    let nats = shoal_bus::connect(url, "bench-generator").await?;
+    let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(60));
+
+    // 1. The write capacity of this machine's JetStream, before anything else loads it.
+    let raw = common::raw_publishes(&nats, args.raw_count, args.concurrency).await?;
+    println!("\n== raw JetStream publish (baseline) ==");
+    println!("{raw:.0} msgs/s ({} pod-sized messages, {} awaiting acks)", args.raw_count, args.concurrency);
+
+    // 2. The fleet.
+    let heartbeat = Duration::from_millis(args.heartbeat_ms);
+    println!("\n== hollow fleet: {} nodes, heartbeat every {:?} ==", args.nodes, heartbeat);
+    println!(
+        "heartbeat load: {:.0} Lease writes/s ({:.0}% of the raw JetStream rate)",
+        args.nodes as f64 / heartbeat.as_secs_f64(),
+        100.0 * args.nodes as f64 / heartbeat.as_secs_f64() / raw
+    );
+    let start = Instant::now();
+    let fleet_args = (url.to_string(), args.nodes, heartbeat);
+    let mut fleet = tokio::task::spawn_blocking(move || HollowFleet::spawn(&fleet_args.0, fleet_args.1, fleet_args.2)).await??;
+    let nodes: Informer<Node> = cp.informers.get();
+    let mut last = Instant::now();
+    loop {
+        let all = nodes.list(None, &Selector::everything());
+        let ready = all.iter().filter(|n| is_ready(n)).count();
+        if ready >= args.nodes {
+            break;
+        }
+        if last.elapsed() >= Duration::from_secs(5) {
+            last = Instant::now();
+            println!("  [{:>5.0} s] nodes registered {}, Ready {}", start.elapsed().as_secs_f64(), all.len(), ready);
+        }
+        if start.elapsed() > Duration::from_secs(args.stall_seconds.max(60) * 3) {
+            println!("  gave up waiting: only {ready} nodes Ready");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("{} nodes Ready after {:.1} s", args.nodes, start.elapsed().as_secs_f64());
+    println!("memory (idle fleet): {}", memory_line(Some(fleet.pid())));
+
+    // 3. The workload.
+    let pods: Informer<Pod> = cp.informers.get();
+    let tracker = Arc::new(Mutex::new(Tracker::default()));
+    spawn_tracker(pods.clone(), tracker.clone());
+    println!("\n== workload: {} pods, {:?} ==", args.pods, args.workload);
+    let t0 = Utc::now();
+    let start = Instant::now();
+    let create_latencies = Arc::new(Mutex::new(Vec::new()));
+    let creator = {
+        let (api, args_pods, workload, per, conc) =
+            (api.clone(), args.pods, args.workload, args.replicas_per_deployment.max(1), args.concurrency);
+        let lat = create_latencies.clone();
+        tokio::spawn(async move { create_workload(api, args_pods, workload, per, conc, lat).await })
+    };
+    let mut peak_parent = 0u64;
+    let mut peak_line = String::new();
+    let mut last_change = (Instant::now(), 0usize, 0usize);
+    loop {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let (seen, bound, running) = {
+            let t = tracker.lock().expect("tracker");
+            (t.pods.len(), t.bound, t.running)
+        };
+        let m = cp.scheduler.snapshot();
+        let elapsed = start.elapsed().as_secs_f64();
+        println!(
+            "  [{elapsed:>5.0} s] created {seen:>6}  bound {bound:>6}  Running {running:>6}  ({:.0} Running/s)  scheduler: attempts {} conflicts {} unschedulable {}",
+            running as f64 / elapsed, m.attempts, m.conflicts, m.unschedulable
+        );
+        if let Some((rss, _)) = common::rss_kib(std::process::id()) {
+            if rss > peak_parent {
+                peak_parent = rss;
+                peak_line = memory_line(Some(fleet.pid()));
+            }
+        }
+        if running >= args.pods {
+            break;
+        }
+        if (bound, running) != (last_change.1, last_change.2) {
+            last_change = (Instant::now(), bound, running);
+        } else if last_change.0.elapsed() > Duration::from_secs(args.stall_seconds) {
+            println!("  no progress for {} s: reporting what completed", args.stall_seconds);
+            break;
+        }
+    }
+    match creator.await? {
+        Ok(()) => {}
+        Err(e) => println!("  creates failed: {e:#}"),
+    }
+    let end_line = memory_line(Some(fleet.pid()));
+    report_workload(args, &tracker.lock().expect("tracker"), t0, &create_latencies.lock().expect("latencies"));
+    println!("\n== memory at {} pods ==", args.pods);
+    println!("now:                       {end_line}");
+    println!("when this process peaked:  {peak_line}");
+    println!("(this process = API + scheduler + controllers + the generator's per-pod timestamps; goal <= 2 GiB for the control plane at 150,000 pods)");
+
+    // 4. Failover.
+    if args.skip_failover {
+        return Ok(());
+    }
+    if args.workload != Workload::Deployments {
+        println!("\n== failover skipped: bare pods are not replaced; use --workload deployments ==");
+        return Ok(());
+    }
+    failover(args, cp, &mut fleet, &pods, &nodes, &tracker).await
+}
+
+fn is_ready(node: &Node) -> bool {
+    find_condition(&node.status.conditions, "Ready").is_some_and(|c| c.status == "True")
+}
+
+async fn create_workload(
+    api: ApiClient,
+    pods: usize,
+    workload: Workload,
+    per_deployment: usize,
+    concurrency: usize,
+    latencies: Arc<Mutex<Vec<Duration>>>,
+) -> Result<()> {
+    let sem = Arc::new(Semaphore::new(concurrency));
+    let mut tasks = Vec::new();
+    let mut create = |obj: serde_json::Value, is_pod: bool| -> Result<()> {
+        let api = api.clone();
+        let sem = sem.clone();
+        let latencies = latencies.clone();
+        tasks.push(tokio::spawn(async move {
+            let _permit = sem.acquire_owned().await?;
+            let t = Instant::now();
+            if is_pod {
+                let pod: Pod = serde_json::from_value(obj)?;
+                api.create(&pod).await?;
+            } else {
+                let d: Deployment = serde_json::from_value(obj)?;
+                api.create(&d).await?;
+            }
+            latencies.lock().expect("latencies").push(t.elapsed());
+            anyhow::Ok(())
+        }));
+        Ok(())
+    };
+    match workload {
+        Workload::Pods => {
+            for i in 0..pods {
+                let mut pod = pod_template("direct");
+                pod["apiVersion"] = "v1".into();
+                pod["kind"] = "Pod".into();
+                pod["metadata"]["name"] = format!("direct-{i:06}").into();
+                pod["metadata"]["namespace"] = NAMESPACE.into();
+                create(pod, true)?;
+            }
+        }
+        Workload::Deployments => {
+            let mut left = pods;
+            let mut d = 0;
+            while left > 0 {
+                let replicas = left.min(per_deployment);
+                left -= replicas;
+                let app = format!("bench-{d:04}");
+                let deployment = serde_json::json!({
+                    "apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": app, "namespace": NAMESPACE},
+                    "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": app}},
+                             "template": pod_template(&app)}
+                });
+                create(deployment, false)?;
+                d += 1;
+            }
+        }
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+fn report_workload(args: &Args, tracker: &Tracker, t0: Time, create_latencies: &[Duration]) {
+    let mut to_bound = Vec::new();
+    let mut to_running = Vec::new();
+    let mut bound_to_running = Vec::new();
+    let mut last_running: Option<Time> = None;
+    let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+    for t in tracker.pods.values() {
+        let Some(created) = t.created else { continue };
+        if let Some(b) = t.bound {
+            to_bound.push(between(created, b));
+            *per_node.entry(t.node.clone()).or_default() += 1;
+        }
+        if let Some(r) = t.running {
+            to_running.push(between(created, r));
+            last_running = last_running.max(Some(r));
+            if let Some(b) = t.bound {
+                bound_to_running.push(between(b, r));
+            }
+        }
+    }
+    let running = to_running.len();
+    let span = last_running.map(|l| between(t0, l)).unwrap_or_default();
+    println!("\n== scheduling: {} pods on {} hollow nodes ({:?}) ==", args.pods, args.nodes, args.workload);
+    println!(
+        "Running {running}/{} in {:.1} s (first create → last Running): {:.0} pods/s   (goal >= 1,000 pods/s)",
+        args.pods,
+        span.as_secs_f64(),
+        running as f64 / span.as_secs_f64().max(1e-9)
+    );
+    println!("create → bound:    {}", describe(&mut to_bound));
+    println!("create → Running:  {}", describe(&mut to_running));
+    println!("bound → Running:   {}", describe(&mut bound_to_running));
+    let mut lat = create_latencies.to_vec();
+    println!("API create calls:  {}", describe(&mut lat));
+    if !per_node.is_empty() {
+        let (min, max) = (per_node.values().min().copied().unwrap_or(0), per_node.values().max().copied().unwrap_or(0));
+        println!("spread: {} nodes used, {min}..{max} pods per node", per_node.len());
+    }
+}
+
+async fn failover(
+    args: &Args,
+    cp: &common::ControlPlane,
+    fleet: &mut HollowFleet,
+    pods: &Informer<Pod>,
+    nodes: &Informer<Node>,
+    tracker: &Arc<Mutex<Tracker>>,
+) -> Result<()> {
+    let count = ((args.nodes as f64 * args.failover_percent / 100.0).round() as usize).clamp(1, args.nodes);
+    let stride = args.nodes / count;
+    let victims_nodes: Vec<String> = (0..count).map(|k| common::node_name(k * stride)).collect();
+    let victim_pods: HashSet<String> = victims_nodes
+        .iter()
+        .flat_map(|n| pods.by_index(INDEX_NODE, n))
+        .filter(|p| p.metadata.labels.contains_key(BENCH_LABEL) && p.metadata.controller_ref().is_some())
+        .map(|p| p.metadata.uid.clone())
+        .collect();
+    println!(
+        "\n== failover: stopping the agents of {count} nodes ({}%), {} pods on them ==",
+        args.failover_percent,
+        victim_pods.len()
+    );
+    println!(
+        "node monitor grace {:?} + default unreachable toleration {:?}; heartbeat every {} ms",
+        cp.tunables.node_monitor_grace, cp.tunables.default_unreachable_toleration, args.heartbeat_ms
+    );
+    let t_stop = Utc::now();
+    fleet.stop_nodes(&victims_nodes)?;
+
+    let mut not_ready: HashMap<String, Time> = HashMap::new();
+    let start = Instant::now();
+    let mut last_print = Instant::now();
+    let mut last_progress = (Instant::now(), 0usize);
+    let replacements_running = loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = Utc::now();
+        for n in &victims_nodes {
+            if !not_ready.contains_key(n) && nodes.get("", n).is_some_and(|node| !is_ready(&node)) {
+                not_ready.insert(n.clone(), now);
+            }
+        }
+        let (evicted, replaced) = {
+            let t = tracker.lock().expect("tracker");
+            let evicted = victim_pods.iter().filter(|uid| t.pods.get(*uid).is_some_and(|p| p.deleted.is_some())).count();
+            let replaced = t
+                .pods
+                .values()
+                .filter(|p| p.created.is_some_and(|c| c >= t_stop) && p.running.is_some())
+                .count();
+            (evicted, replaced)
+        };
+        if last_print.elapsed() >= Duration::from_secs(2) {
+            last_print = Instant::now();
+            println!(
+                "  [{:>5.1} s] nodes NotReady {}/{}  evicted {}/{}  replacements Running {}",
+                start.elapsed().as_secs_f64(),
+                not_ready.len(),
+                count,
+                evicted,
+                victim_pods.len(),
+                replaced
+            );
+        }
+        if replaced >= victim_pods.len() {
+            break replaced;
+        }
+        if replaced != last_progress.1 {
+            last_progress = (Instant::now(), replaced);
+        } else if last_progress.0.elapsed() > Duration::from_secs(args.stall_seconds.max(60)) {
+            println!("  no progress: reporting what completed");
+            break replaced;
+        }
+    };
+
+    // Pair, per ReplicaSet, the evicted pods (in eviction order) with the replacements (in
+    // creation order): which replacement "is" which victim does not matter for percentiles.
+    let t = tracker.lock().expect("tracker");
+    let mut victims_by_rs: HashMap<String, Vec<&Track>> = HashMap::new();
+    for uid in &victim_pods {
+        if let Some(p) = t.pods.get(uid) {
+            victims_by_rs.entry(p.owner.clone().unwrap_or_default()).or_default().push(p);
+        }
+    }
+    let mut new_by_rs: HashMap<String, Vec<&Track>> = HashMap::new();
+    for p in t.pods.values().filter(|p| p.created.is_some_and(|c| c >= t_stop)) {
+        new_by_rs.entry(p.owner.clone().unwrap_or_default()).or_default().push(p);
+    }
+    let (mut from_stop, mut from_not_ready, mut from_eviction, mut elsewhere) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    let victim_set: HashSet<&String> = victims_nodes.iter().collect();
+    for (rs, mut victims) in victims_by_rs {
+        victims.sort_by_key(|p| p.deleted);
+        let mut fresh = new_by_rs.remove(&rs).unwrap_or_default();
+        fresh.sort_by_key(|p| p.created);
+        for (v, r) in victims.iter().zip(fresh.iter()) {
+            let Some(running) = r.running else { continue };
+            if !victim_set.contains(&r.node) {
+                elsewhere += 1;
+            }
+            from_stop.push(between(t_stop, running));
+            if let Some(nr) = not_ready.get(&v.node) {
+                from_not_ready.push(between(*nr, running));
+            }
+            if let Some(d) = v.deleted {
+                from_eviction.push(between(d, running));
+            }
+        }
+    }
+    let mut marked: Vec<Duration> = not_ready.values().map(|nr| between(t_stop, *nr)).collect();
+    println!("\n== failover results ({} of {} pods replaced, {elsewhere} on other nodes) ==", replacements_running.min(victim_pods.len()), victim_pods.len());
+    println!("agent stop → node NotReady:              {}", describe(&mut marked));
+    println!("agent stop → replacement Running:        {}", describe(&mut from_stop));
+    println!("node NotReady → replacement Running:     {}   (goal p99 <= 10 s)", describe(&mut from_not_ready));
+    println!("eviction → replacement Running:          {}", describe(&mut from_eviction));
+    println!("memory: {}", memory_line(Some(fleet.pid())));
+    Ok(())
+}

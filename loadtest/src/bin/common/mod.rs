@@ -1,0 +1,383 @@
+//! Pieces shared by the scale benchmarks (`bench_scheduling`, `bench_hollow`):
+//!
+//! - [`start_control_plane`]: the API actor, scheduler and controllers on one thread with
+//!   their own actix system and one shared `InformerFactory`, as `shoal up` hosts them.
+//! - [`HollowFleet`]: hollow node agents in a child process (the same binary re-executed
+//!   with the hidden `--hollow-only` flag), so the control plane's memory is measured alone
+//!   in the parent and the fleet's alone in the child. [`hollow_main`] is the child's side.
+//! - [`raw_publishes`]: the JetStream write capacity baseline (as `shoal-loadtest api`).
+//! - `/proc` readers for RSS.
+//!
+//! Not every binary uses every helper.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bus_schemas::kinds::Pod;
+use bytes::Bytes;
+use shoal_agent::{AgentConfig, Backend};
+use shoal_bus::shutdown::Trigger;
+use shoal_bus::store::{ensure_stream, StreamSettings};
+use shoal_bus::{ApiClient, InformerFactory, Store};
+use shoal_controllers::{ControllersConfig, Tunables};
+use shoal_node::{HollowConfig, HollowRuntime};
+use shoal_scheduler::{SchedulerConfig, SchedulerMetrics};
+use tokio::sync::Semaphore;
+
+pub fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+// ---------------------------------------------------------------------------------------
+// Percentiles
+
+pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+}
+
+/// "n=…, p50 …, p99 …, max …" in seconds (these latencies are seconds-scale).
+pub fn describe(samples: &mut [Duration]) -> String {
+    samples.sort_unstable();
+    let s = |d: Duration| format!("{:.3} s", d.as_secs_f64());
+    format!(
+        "n={}, p50 {}, p90 {}, p99 {}, max {}",
+        samples.len(),
+        s(percentile(samples, 0.50)),
+        s(percentile(samples, 0.90)),
+        s(percentile(samples, 0.99)),
+        s(samples.last().copied().unwrap_or_default())
+    )
+}
+
+/// `b - a` as a Duration (zero when b precedes a: clocks are the same wall clock here).
+pub fn between(a: bus_schemas::Time, b: bus_schemas::Time) -> Duration {
+    (b - a).to_std().unwrap_or(Duration::ZERO)
+}
+
+// ---------------------------------------------------------------------------------------
+// /proc
+
+/// (VmRSS, VmHWM) of a process in KiB.
+pub fn rss_kib(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:").unwrap_or(0)))
+}
+
+pub fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// The nats-server child of this process (Natsd does not expose its pid).
+pub fn natsd_pid() -> Option<u32> {
+    let me = std::process::id();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // "pid (comm) state ppid …": comm may hold spaces, so split after the last ')'.
+        let Some(close) = stat.rfind(')') else { continue };
+        let comm = &stat[stat.find('(').map_or(0, |i| i + 1)..close];
+        let ppid = stat[close + 1..].split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        if comm == "nats-server" && ppid == Some(me) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// One line with the RSS of each process of the benchmark.
+pub fn memory_line(hollow_pid: Option<u32>) -> String {
+    let one = |label: &str, pid: Option<u32>| match pid.and_then(rss_kib) {
+        Some((rss, hwm)) => format!("{label} {:.0} MiB (peak {:.0})", mib(rss), mib(hwm)),
+        None => format!("{label} ?"),
+    };
+    format!(
+        "{}; {}; {}",
+        one("control plane+generator", Some(std::process::id())),
+        one("hollow fleet", hollow_pid),
+        one("nats-server", natsd_pid())
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Raw JetStream baseline
+
+pub fn bench_pod(name: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "raw"}},
+        "spec": {"containers": [{"name": "main", "image": "shoal/busybox:1.35",
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
+    }))
+    .expect("benchmark pod")
+}
+
+/// Publishes `count` pod-sized messages to the state stream's subjects with `concurrency`
+/// awaiting acks: what the store can take, the ceiling for every write path above it.
+pub async fn raw_publishes(nats: &async_nats::Client, count: usize, concurrency: usize) -> Result<f64> {
+    let js = async_nats::jetstream::new(nats.clone());
+    let payload = Bytes::from(bus_schemas::codec::to_msgpack(&bench_pod("raw"))?);
+    let sem = Arc::new(Semaphore::new(concurrency));
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(count);
+    for i in 0..count {
+        let permit = sem.clone().acquire_owned().await?;
+        let js = js.clone();
+        let payload = payload.clone();
+        tasks.push(tokio::spawn(async move {
+            let subject = bus_schemas::subjects::object("benchraw", "default", &format!("r{i}"));
+            js.publish(subject, payload).await?.await?;
+            drop(permit);
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(count as f64 / start.elapsed().as_secs_f64())
+}
+
+// ---------------------------------------------------------------------------------------
+// Control plane
+
+pub struct ControlPlane {
+    /// The caches the API, scheduler and controllers share; the load generator reads them too
+    /// (so pods are cached once in this process, as they would be in a control-plane process).
+    pub informers: InformerFactory,
+    pub scheduler: Arc<SchedulerMetrics>,
+    pub tunables: Tunables,
+}
+
+/// Starts the state stream, the API actor and (with `workload_actors`) the scheduler and the
+/// controllers on a thread of their own with its own actix system, sharing one NATS
+/// connection and one InformerFactory as `shoal up` does. Returns once the API serves and the
+/// cluster namespaces exist.
+pub fn start_control_plane(url: String, workload_actors: bool) -> Result<ControlPlane> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<ControlPlane, String>>();
+    std::thread::Builder::new().name("control-plane".into()).spawn(move || {
+        let system = actix::System::new();
+        system.block_on(async move {
+            let started = async {
+                let nats = shoal_bus::connect(&url, "bench-control-plane").await.map_err(|e| e.to_string())?;
+                let js = async_nats::jetstream::new(nats.clone());
+                ensure_stream(&js, &StreamSettings::default()).await.map_err(|e| e.to_string())?;
+                let store = Store::open(nats.clone()).await.map_err(|e| e.to_string())?;
+                let informers = InformerFactory::new(store);
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let config = shoal_api::ApiConfig { informers: Some(informers.clone()) };
+                let api_nats = nats.clone();
+                actix::spawn(async move {
+                    if let Err(e) = shoal_api::run_with_ready(config, api_nats, std::future::pending(), tx).await {
+                        eprintln!("API actor failed: {e}");
+                    }
+                });
+                let _ = rx.await;
+                let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
+                shoal_api::bootstrap(&api).await.map_err(|e| e.to_string())?;
+                // Start the pod and node caches here, so their tasks run on this thread.
+                let _ = informers.get::<Pod>();
+                let _ = informers.get::<bus_schemas::kinds::Node>();
+                let scheduler = Arc::new(SchedulerMetrics::default());
+                let tunables = Tunables::default();
+                if workload_actors {
+                    let config = SchedulerConfig {
+                        informers: Some(informers.clone()),
+                        metrics: scheduler.clone(),
+                        ..Default::default()
+                    };
+                    let n = nats.clone();
+                    actix::spawn(async move {
+                        if let Err(e) = shoal_scheduler::run(config, n, std::future::pending()).await {
+                            eprintln!("scheduler failed: {e}");
+                        }
+                    });
+                    let config = ControllersConfig {
+                        informers: Some(informers.clone()),
+                        tunables: tunables.clone(),
+                        ..Default::default()
+                    };
+                    let n = nats.clone();
+                    actix::spawn(async move {
+                        if let Err(e) = shoal_controllers::run(config, n, std::future::pending()).await {
+                            eprintln!("controllers failed: {e}");
+                        }
+                    });
+                }
+                Ok::<_, String>(ControlPlane { informers, scheduler, tunables })
+            };
+            let _ = ready_tx.send(started.await);
+            std::future::pending::<()>().await;
+        });
+    })?;
+    match ready_rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(cp)) => Ok(cp),
+        Ok(Err(e)) => bail!("control plane did not start: {e}"),
+        Err(_) => bail!("control plane did not start within 60 s"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Hollow fleet (child process)
+
+pub fn node_name(i: usize) -> String {
+    format!("hollow-{i:05}")
+}
+
+/// The parent's handle on the hollow-node child process. Dropping it kills the child.
+pub struct HollowFleet {
+    child: Child,
+    stdin: ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl HollowFleet {
+    /// Re-executes this binary with `--hollow-only` and waits until it has started its agents.
+    pub fn spawn(url: &str, nodes: usize, heartbeat: Duration) -> Result<HollowFleet> {
+        let exe = std::env::current_exe().context("locating this binary")?;
+        let mut child = Command::new(exe)
+            .args(["--hollow-only", "--url", url, "--nodes", &nodes.to_string()])
+            .args(["--heartbeat-ms", &heartbeat.as_millis().to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting the hollow-node child")?;
+        let stdin = child.stdin.take().context("child stdin")?;
+        let stdout = child.stdout.take().context("child stdout")?;
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut fleet = HollowFleet { child, stdin, lines };
+        fleet.expect("ready", Duration::from_secs(600))?;
+        Ok(fleet)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn expect(&mut self, prefix: &str, limit: Duration) -> Result<String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return Ok(line),
+                Ok(_) => {}
+                Err(_) => bail!("hollow child did not say {prefix:?} within {limit:?}"),
+            }
+        }
+    }
+
+    /// Stops these nodes' agents (their heartbeats and status reports stop, as if the
+    /// machines died); returns once the child confirmed.
+    pub fn stop_nodes(&mut self, names: &[String]) -> Result<()> {
+        for name in names {
+            writeln!(self.stdin, "stop {name}")?;
+        }
+        writeln!(self.stdin, "sync")?;
+        self.stdin.flush()?;
+        self.expect("synced", Duration::from_secs(30))?;
+        Ok(())
+    }
+}
+
+impl Drop for HollowFleet {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The child: `nodes` hollow agents sharing one NATS connection and one InformerFactory
+/// (as `shoal node --hollow --count N`), controlled by lines on stdin ("stop NAME", "sync");
+/// stdin closing (the parent died) ends it.
+pub fn hollow_main(url: &str, nodes: usize, heartbeat: Duration) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let nats = shoal_bus::connect(url, "bench-hollow").await?;
+        let store = Store::open(nats.clone()).await?;
+        let informers = InformerFactory::new(store);
+        // The pod cache exists with zero agents too, so a 0-node baseline holds it as well.
+        let pods = informers.get::<Pod>();
+        pods.wait_synced().await?;
+        let mut triggers: HashMap<String, Trigger> = HashMap::new();
+        let start = Instant::now();
+        for i in 0..nodes {
+            let name = node_name(i);
+            let cidr = format!("10.{}.{}.0/24", i / 256, i % 256);
+            let mut config = AgentConfig::new(name.clone(), cidr.clone());
+            config.host_ip = format!("172.20.{}.{}", i / 250, i % 250 + 1);
+            config.informers = Some(informers.clone());
+            config.heartbeat_interval = heartbeat;
+            let hollow = HollowConfig {
+                seed: i as u64 + 1,
+                pod_cidr: cidr.parse().map_err(|e| anyhow::anyhow!("pod cidr {cidr}: {e}"))?,
+                ..Default::default()
+            };
+            let backend = Backend::Hollow(Arc::new(HollowRuntime::new(hollow)));
+            let (trigger, shutdown) = shoal_bus::shutdown::channel();
+            triggers.insert(name.clone(), trigger);
+            let nats = nats.clone();
+            tokio::spawn(async move {
+                if let Err(e) = shoal_agent::run(config, backend, nats, shutdown.wait()).await {
+                    eprintln!("hollow agent {name}: {e}");
+                }
+            });
+            // Registration is a few writes per node: pace the burst so 5,000 agents do not
+            // all time out against one API actor at once.
+            if i % 250 == 249 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        eprintln!("[hollow] {nodes} agents started in {:.1} s (pid {})", start.elapsed().as_secs_f64(), std::process::id());
+        println!("ready");
+        std::io::stdout().flush()?;
+
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        while let Some(line) = rx.recv().await {
+            if let Some(name) = line.strip_prefix("stop ") {
+                if let Some(t) = triggers.remove(name.trim()) {
+                    t.fire();
+                }
+            } else if line == "sync" {
+                println!("synced");
+                std::io::stdout().flush()?;
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    // Do not wait for agents' tasks: the runtime is dropped with them.
+    std::process::exit(0)
+}

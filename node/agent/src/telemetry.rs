@@ -1,0 +1,185 @@
+//! Logs, metrics and exec: what a node offers besides running pods.
+//!
+//! Log lines are shipped to `shoal.v1.logs.<ns>.<pod>.<container>` (captured by the bounded
+//! `SHOAL_LOGS` stream, so `shoal logs` needs no connection to the node); usage samples go to
+//! `shoal.v1.metrics.<node>.<ns>.<pod>` every few seconds (the `SHOAL_METRICS` stream keeps
+//! the latest). Exec is request/reply on `shoal.v1.agent.<node>.exec`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::HeaderMap;
+use bus_schemas::api::{ContainerMetrics, ExecReply, ExecRequest, PodMetrics};
+use bus_schemas::kinds::Pod;
+use bus_schemas::{codec, subjects};
+use futures::StreamExt;
+use shoal_bus::informer::INDEX_NODE;
+use shoal_bus::Informer;
+use shoal_node::logs::LogReader;
+
+use crate::agent::AgentCtx;
+
+/// Ships one container instance's log lines until dropped (then drains what is left).
+pub struct LogShipper {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for LogShipper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+pub fn ship_logs(
+    nats: async_nats::Client,
+    reader: LogReader,
+    subject: String,
+    container_id: String,
+    from_start: bool,
+) -> LogShipper {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let handle = tokio::runtime::Handle::current();
+    // NOTE: one thread per running container: the log follower blocks on the file. Fine for a
+    // real node's tens of containers; hollow nodes ship no logs.
+    std::thread::spawn(move || {
+        let Ok(mut follower) = reader.follow(from_start) else { return };
+        let mut idle_after_stop = 0;
+        loop {
+            let stopping = flag.load(Ordering::Acquire);
+            match follower.next_line(Duration::from_millis(if stopping { 50 } else { 250 })) {
+                Some(line) => {
+                    let mut headers = HeaderMap::new();
+                    headers.insert(subjects::HEADER_CONTAINER_ID, container_id.as_str());
+                    headers.insert(subjects::HEADER_LOG_STREAM, line.stream.as_str());
+                    let body = format!("{} {}", line.time, line.content);
+                    let _ = handle.block_on(nats.publish_with_headers(subject.clone(), headers, body.into()));
+                }
+                None if stopping => {
+                    idle_after_stop += 1;
+                    if idle_after_stop >= 2 {
+                        let _ = handle.block_on(nats.flush());
+                        return;
+                    }
+                }
+                None => {}
+            }
+        }
+    });
+    LogShipper { stop }
+}
+
+/// Answers exec requests for pods on this node.
+pub async fn serve_exec(ctx: Arc<AgentCtx>, nats: async_nats::Client, pods: Informer<Pod>) {
+    let subject = subjects::agent_request(&ctx.config.node_name, "exec");
+    let Ok(mut sub) = nats.subscribe(subject.clone()).await else {
+        tracing::error!(%subject, "cannot subscribe for exec requests");
+        return;
+    };
+    while let Some(msg) = sub.next().await {
+        let (ctx, nats, pods) = (ctx.clone(), nats.clone(), pods.clone());
+        tokio::spawn(async move {
+            let Some(reply_to) = msg.reply.clone() else { return };
+            let reply = match codec::from_msgpack::<ExecRequest>(&msg.payload) {
+                Ok(req) => exec(&ctx, &pods, req).await,
+                Err(e) => ExecReply { exit_code: -1, error: format!("malformed exec request: {e}"), ..Default::default() },
+            };
+            if let Ok(body) = codec::to_msgpack(&reply) {
+                let _ = nats.publish(reply_to, body.into()).await;
+            }
+        });
+    }
+}
+
+async fn exec(ctx: &Arc<AgentCtx>, pods: &Informer<Pod>, req: ExecRequest) -> ExecReply {
+    let fail = |error: String| ExecReply { exit_code: -1, error, ..Default::default() };
+    let Some(pod) = pods.get(&req.namespace, &req.pod) else {
+        return fail(format!("pod {}/{} not found", req.namespace, req.pod));
+    };
+    if pod.spec.node_name != ctx.config.node_name {
+        return fail(format!("pod {}/{} is not on node {}", req.namespace, req.pod, ctx.config.node_name));
+    }
+    let name = if req.container.is_empty() {
+        pod.spec.containers.first().map(|c| c.name.clone()).unwrap_or_default()
+    } else {
+        req.container.clone()
+    };
+    let uid = pod.metadata.uid.clone();
+    let containers = ctx.call(|rt| rt.list_containers()).await.unwrap_or_default();
+    let mut candidates: Vec<_> = containers.into_iter().filter(|c| c.sandbox_id == uid && c.name == name).collect();
+    candidates.sort_by_key(|c| c.started_at);
+    let Some(container) = candidates.pop() else {
+        return fail(format!("container {name:?} is not running in pod {}/{}", req.namespace, req.pod));
+    };
+    let timeout = Duration::from_secs(if req.timeout_seconds == 0 { 60 } else { req.timeout_seconds as u64 });
+    let request = shoal_node::runtime::ExecRequest::new(req.command.clone(), timeout);
+    let id = container.id.clone();
+    match ctx.call(move |rt| rt.exec(&id, &request)).await {
+        Ok(r) => ExecReply { exit_code: r.exit_code, stdout: r.stdout, stderr: r.stderr, error: String::new() },
+        Err(e) => fail(e.to_string()),
+    }
+}
+
+/// Publishes CPU and memory usage of every pod on this node, and the node's total.
+pub async fn publish_metrics(ctx: Arc<AgentCtx>, nats: async_nats::Client, pods: Informer<Pod>, period: Duration) {
+    let node = ctx.config.node_name.clone();
+    let mut previous: HashMap<String, (Instant, u64)> = HashMap::new();
+    loop {
+        tokio::time::sleep(period).await;
+        let containers = ctx.call(|rt| rt.list_containers()).await.unwrap_or_default();
+        let now = Instant::now();
+        let mut node_total = PodMetrics { node: node.clone(), timestamp: chrono::Utc::now(), ..Default::default() };
+        for pod in pods.by_index(INDEX_NODE, &node) {
+            let uid = pod.metadata.uid.clone();
+            let stats = {
+                let uid = uid.clone();
+                ctx.call(move |rt| rt.sandbox_stats(&uid)).await
+            };
+            let Ok(stats) = stats else { continue };
+            let mut sample = PodMetrics {
+                namespace: pod.metadata.namespace.clone(),
+                pod: pod.metadata.name.clone(),
+                node: node.clone(),
+                timestamp: chrono::Utc::now(),
+                cpu_millicores: rate(&mut previous, uid.clone(), now, stats.cpu_usage_ns),
+                memory_working_set_bytes: stats.memory_working_set_bytes,
+                containers: Vec::new(),
+            };
+            for c in containers.iter().filter(|c| c.sandbox_id == uid) {
+                let id = c.id.clone();
+                if let Ok(cs) = ctx.call(move |rt| rt.container_stats(&id)).await {
+                    sample.containers.push(ContainerMetrics {
+                        name: c.name.clone(),
+                        cpu_millicores: rate(&mut previous, c.id.clone(), now, cs.cpu_usage_ns),
+                        memory_working_set_bytes: cs.memory_working_set_bytes,
+                    });
+                }
+            }
+            node_total.cpu_millicores += sample.cpu_millicores;
+            node_total.memory_working_set_bytes += sample.memory_working_set_bytes;
+            if let Ok(body) = codec::to_msgpack(&sample) {
+                let subject = subjects::metrics(&node, &sample.namespace, &sample.pod);
+                let _ = nats.publish(subject, body.into()).await;
+            }
+        }
+        if let Ok(body) = codec::to_msgpack(&node_total) {
+            let _ = nats.publish(subjects::metrics(&node, "", ""), body.into()).await;
+        }
+        previous.retain(|_, (at, _)| now.duration_since(*at) < period * 3);
+    }
+}
+
+/// Millicores used since the previous sample of the same cgroup.
+fn rate(previous: &mut HashMap<String, (Instant, u64)>, key: String, now: Instant, usage_ns: u64) -> u64 {
+    let millicores = match previous.get(&key) {
+        Some((at, before)) if usage_ns >= *before => {
+            let elapsed = now.duration_since(*at).as_nanos().max(1) as u64;
+            (usage_ns - before).saturating_mul(1000) / elapsed
+        }
+        _ => 0,
+    };
+    previous.insert(key, (now, usage_ns));
+    millicores
+}
