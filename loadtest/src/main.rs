@@ -3,9 +3,12 @@
 //! # Layout
 //! - `api`: API create throughput and latency beside raw JetStream publishes to the same
 //!   stream, p99 at a fixed offered rate, and list-by-selector latency.
+//! - `pods`: pod create → Running latency on a real node, through a watch.
 //! - `stats`: percentiles and rates.
+//! - `src/bin/`: the runtime, scheduling and hollow-node benchmarks.
 
 mod api;
+mod pods;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +24,8 @@ struct Cli {
 enum Command {
     /// API create throughput/latency vs raw JetStream (sync_interval: always), and lists.
     Api(api::ApiArgs),
+    /// Pod create → Running on a real node (scheduler + agent + containers), p50/p99.
+    Pods(pods::PodsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -32,5 +37,6 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Api(args) => api::run(args),
+        Command::Pods(args) => pods::run(args),
     }
 }

@@ -212,6 +212,10 @@ pub async fn run(
     let registry = Registry::open(&js).await?;
     let runtime = backend.runtime();
     let hollow = backend.is_hollow();
+    let mut config = config;
+    if config.host_ip.is_empty() && !hollow {
+        config.host_ip = crate::machine::primary_ipv4().unwrap_or_default();
+    }
     let ctx = Arc::new(AgentCtx {
         backend,
         nats_client: nats.clone(),

@@ -14,6 +14,22 @@ pub struct MachineFacts {
     pub machine_id: String,
 }
 
+/// The machine's primary IPv4 address: the source address of the default route's interface,
+/// read from the kernel's tables (nothing is sent anywhere).
+pub fn primary_ipv4() -> Option<String> {
+    let routes = std::fs::read_to_string("/proc/net/route").ok()?;
+    let iface = routes
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[1] == "00000000")
+        .map(|f| f[0].to_string())?;
+    let out = std::process::Command::new("ip").args(["-4", "-o", "addr", "show", "dev", &iface]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let addr = text.split_whitespace().skip_while(|w| *w != "inet").nth(1)?;
+    Some(addr.split('/').next()?.to_string())
+}
+
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default().trim().to_string()
 }

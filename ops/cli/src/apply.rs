@@ -31,11 +31,18 @@ pub fn read_sources(args: &[String]) -> Result<Vec<Source>> {
                 .with_context(|| format!("reading directory {arg}"))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| {
-                    matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+                    matches!(
+                        p.extension().and_then(|e| e.to_str()),
+                        Some("yaml" | "yml" | "json")
+                    )
                 })
                 .collect();
             entries.sort();
-            paths.extend(entries.into_iter().map(|p| (p.display().to_string(), Some(p))));
+            paths.extend(
+                entries
+                    .into_iter()
+                    .map(|p| (p.display().to_string(), Some(p))),
+            );
         } else {
             paths.push((arg.clone(), Some(path.to_path_buf())));
         }
@@ -54,11 +61,17 @@ pub fn read_sources(args: &[String]) -> Result<Vec<Source>> {
 }
 
 /// Checks a document against its kind and the namespace flag; returns its kind name.
-pub fn check(doc: &mut Document, namespace: &Option<String>) -> Result<&'static str, DocumentError> {
+pub fn check(
+    doc: &mut Document,
+    namespace: &Option<String>,
+) -> Result<&'static str, DocumentError> {
     let info = manifest::kind_of(doc)?;
     if let (Some(ns), true) = (namespace, info.namespaced) {
         let doc_name = doc.name().to_string();
-        let meta = doc.value.get_mut("metadata").and_then(|m| m.as_object_mut());
+        let meta = doc
+            .value
+            .get_mut("metadata")
+            .and_then(|m| m.as_object_mut());
         if let Some(meta) = meta {
             match meta.get("namespace").and_then(|v| v.as_str()) {
                 Some(existing) if existing != ns => {
@@ -85,7 +98,12 @@ pub fn check(doc: &mut Document, namespace: &Option<String>) -> Result<&'static 
 async fn apply_one<K: Resource>(api: &ApiClient, doc: &Document) -> Result<String> {
     let obj: K = manifest::decode(doc).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (applied, outcome) = api.apply(&obj).await?;
-    Ok(format!("{}/{} {}", K::INFO.singular(), applied.meta().name, outcome.as_str()))
+    Ok(format!(
+        "{}/{} {}",
+        K::INFO.singular(),
+        applied.meta().name,
+        outcome.as_str()
+    ))
 }
 
 pub async fn run(session: &Session, args: ApplyArgs) -> Result<i32> {
@@ -111,7 +129,8 @@ pub async fn run(session: &Session, args: ApplyArgs) -> Result<i32> {
     }
     let mut failed = 0;
     for (label, kind, doc) in work {
-        let result = with_kind!(kind, K => apply_one::<K>(&session.api, &doc).await, _ => unreachable!());
+        let result =
+            with_kind!(kind, K => apply_one::<K>(&session.api, &doc).await, _ => unreachable!());
         match result {
             Ok(line) => println!("{line}"),
             Err(e) => {

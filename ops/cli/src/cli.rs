@@ -5,10 +5,19 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "shoal", version, about = "Shoal: a container-cluster manager choreographed over NATS")]
+#[command(
+    name = "shoal",
+    version,
+    about = "Shoal: a container-cluster manager choreographed over NATS"
+)]
 pub struct Cli {
     /// NATS URL of the cluster.
-    #[arg(long, global = true, env = "SHOAL_NATS", default_value = "nats://127.0.0.1:4222")]
+    #[arg(
+        long,
+        global = true,
+        env = "SHOAL_NATS",
+        default_value = "nats://127.0.0.1:4222"
+    )]
     pub nats: String,
     /// More log output (-v info, -vv debug); SHOAL_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -55,6 +64,12 @@ pub enum Command {
     Uncordon(NodeNameArgs),
     /// Cordon a node, then evict its pods (for maintenance).
     Drain(DrainArgs),
+    /// Print a container's logs.
+    Logs(crate::logs::LogsArgs),
+    /// Run a command in a running container.
+    Exec(crate::exec::ExecArgs),
+    /// Show CPU and memory use of pods or nodes.
+    Top(crate::top::TopArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -129,6 +144,9 @@ pub struct UpArgs {
     /// Do not run a node agent for this machine.
     #[arg(long)]
     pub no_node: bool,
+    /// The bridge this machine's pods attach to.
+    #[arg(long, default_value = "shoal0")]
+    pub bridge: String,
     /// Pod address range of this machine's node.
     #[arg(long, default_value = "10.244.0.0/24")]
     pub pod_cidr: String,

@@ -53,10 +53,15 @@ pub async fn run(session: &Session, args: DeleteArgs) -> Result<i32> {
     if !args.files.is_empty() {
         for source in apply::read_sources(&args.files)? {
             for mut doc in source.documents {
-                let kind = apply::check(&mut doc, &args.namespace).map_err(|e| anyhow::anyhow!("{}: {e}", source.label))?;
+                let kind = apply::check(&mut doc, &args.namespace)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", source.label))?;
                 let info = kinds::resolve(kind)?;
                 let ns = output::namespace_of(&doc.value).to_string();
-                targets.push((info, kinds::namespace_for(info, &Some(ns).filter(|n| !n.is_empty())), doc.name().to_string()));
+                targets.push((
+                    info,
+                    kinds::namespace_for(info, &Some(ns).filter(|n| !n.is_empty())),
+                    doc.name().to_string(),
+                ));
             }
         }
     } else {
@@ -73,19 +78,31 @@ pub async fn run(session: &Session, args: DeleteArgs) -> Result<i32> {
         for info in infos {
             if let Some(selector) = &args.selector {
                 let options = ListOptions {
-                    namespace: if args.all_namespaces { String::new() } else { kinds::namespace_for(info, &args.namespace) },
+                    namespace: if args.all_namespaces {
+                        String::new()
+                    } else {
+                        kinds::namespace_for(info, &args.namespace)
+                    },
                     label_selector: selector.clone(),
                     ..Default::default()
                 };
                 let (objects, _) = session.list(info, &options).await?;
                 for obj in objects {
-                    targets.push((info, output::namespace_of(&obj).to_string(), output::name_of(&obj).to_string()));
+                    targets.push((
+                        info,
+                        output::namespace_of(&obj).to_string(),
+                        output::name_of(&obj).to_string(),
+                    ));
                 }
             } else if names.is_empty() {
                 bail!("resource(s) were provided, but no name was specified (or use -l SELECTOR)");
             } else {
                 for name in &names {
-                    targets.push((info, kinds::namespace_for(info, &args.namespace), name.clone()));
+                    targets.push((
+                        info,
+                        kinds::namespace_for(info, &args.namespace),
+                        name.clone(),
+                    ));
                 }
             }
         }

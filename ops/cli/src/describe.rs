@@ -16,7 +16,11 @@ fn field(label: &str, value: impl std::fmt::Display) {
 fn map_lines(label: &str, map: Option<&Value>) {
     let entries: Vec<String> = map
         .and_then(|m| m.as_object())
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect()
+        })
         .unwrap_or_default();
     if entries.is_empty() {
         field(label, "<none>");
@@ -53,7 +57,12 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
     };
     let namespace = kinds::namespace_for(info, &args.namespace);
     let obj = session.get(info, &namespace, &name).await?;
-    let s = |p: &str| obj.pointer(p).and_then(|v| v.as_str()).unwrap_or("").to_string();
+    let s = |p: &str| {
+        obj.pointer(p)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
     field("Name", s("/metadata/name"));
     if info.namespaced {
         field("Namespace", s("/metadata/namespace"));
@@ -67,18 +76,45 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
     if let Some(g) = obj.pointer("/metadata/generation") {
         field("Generation", g);
     }
-    if let Some(d) = obj.pointer("/metadata/deletionTimestamp").and_then(|v| v.as_str()) {
+    if let Some(d) = obj
+        .pointer("/metadata/deletionTimestamp")
+        .and_then(|v| v.as_str())
+    {
         field("Deleting Since", d);
     }
-    if let Some(owners) = obj.pointer("/metadata/ownerReferences").and_then(|o| o.as_array()) {
+    if let Some(owners) = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(|o| o.as_array())
+    {
         for o in owners {
-            field("Controlled By", format!("{}/{}", o["kind"].as_str().unwrap_or(""), o["name"].as_str().unwrap_or("")));
+            field(
+                "Controlled By",
+                format!(
+                    "{}/{}",
+                    o["kind"].as_str().unwrap_or(""),
+                    o["name"].as_str().unwrap_or("")
+                ),
+            );
         }
     }
     if info.kind == "Pod" {
         field("Status", table::pod_status(&obj));
-        field("Node", if s("/spec/nodeName").is_empty() { "<none>".into() } else { s("/spec/nodeName") });
-        field("IP", if s("/status/podIP").is_empty() { "<none>".into() } else { s("/status/podIP") });
+        field(
+            "Node",
+            if s("/spec/nodeName").is_empty() {
+                "<none>".into()
+            } else {
+                s("/spec/nodeName")
+            },
+        );
+        field(
+            "IP",
+            if s("/status/podIP").is_empty() {
+                "<none>".into()
+            } else {
+                s("/status/podIP")
+            },
+        );
     }
     match (obj.get("spec"), obj.get("status")) {
         (None, None) => {
@@ -98,8 +134,15 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
 
     let events_kind = kinds::resolve("events")?;
     let options = ListOptions {
-        namespace: if info.namespaced { namespace.clone() } else { String::new() },
-        field_selector: format!("involvedObject.kind={},involvedObject.name={}", info.kind, name),
+        namespace: if info.namespaced {
+            namespace.clone()
+        } else {
+            String::new()
+        },
+        field_selector: format!(
+            "involvedObject.kind={},involvedObject.name={}",
+            info.kind, name
+        ),
         ..Default::default()
     };
     match session.list(events_kind, &options).await {

@@ -30,10 +30,16 @@ pub async fn run(session: &Session, args: GetArgs) -> Result<i32> {
     let multiple_kinds = infos.len() > 1;
     let mut found_any = false;
     for (i, info) in infos.iter().enumerate() {
-        let namespace = if args.all_namespaces { None } else { Some(kinds::namespace_for(info, &args.namespace)) };
+        let namespace = if args.all_namespaces {
+            None
+        } else {
+            Some(kinds::namespace_for(info, &args.namespace))
+        };
         let (objects, revision) = match &name {
             Some(name) => {
-                let obj = session.get(info, namespace.as_deref().unwrap_or(""), name).await?;
+                let obj = session
+                    .get(info, namespace.as_deref().unwrap_or(""), name)
+                    .await?;
                 (vec![obj], String::new())
             }
             None => {
@@ -55,7 +61,13 @@ pub async fn run(session: &Session, args: GetArgs) -> Result<i32> {
                 println!();
             }
             let namespaced_column = args.all_namespaces && info.namespaced;
-            let mut t = table::build(info.kind, &objects, wide, namespaced_column, args.show_labels);
+            let mut t = table::build(
+                info.kind,
+                &objects,
+                wide,
+                namespaced_column,
+                args.show_labels,
+            );
             if multiple_kinds {
                 for row in &mut t.rows {
                     let col = usize::from(namespaced_column);
@@ -89,12 +101,17 @@ async fn watch(
     format: &str,
 ) -> Result<()> {
     let store = Store::open(session.nats.clone()).await?;
-    let filter = subjects::objects_of(&info.token(), namespace.as_deref().filter(|n| !n.is_empty()));
+    let filter = subjects::objects_of(
+        &info.token(),
+        namespace.as_deref().filter(|n| !n.is_empty()),
+    );
     let labels = Selector::parse(args.selector.as_deref().unwrap_or(""))?;
     let fields = FieldSelector::parse(args.field_selector.as_deref().unwrap_or(""))?;
     let mut watch = RawWatch::start(store, filter, from + 1);
     while let Some(event) = watch.next().await {
-        let Ok(obj) = rmp_serde::from_slice::<Value>(&event.payload) else { continue };
+        let Ok(obj) = rmp_serde::from_slice::<Value>(&event.payload) else {
+            continue;
+        };
         if let Some(name) = &args.name {
             if output::name_of(&obj) != name {
                 continue;
@@ -110,7 +127,11 @@ async fn watch(
         if !fields.is_everything() {
             let lookup = |f: &str| {
                 let pointer = format!("/{}", f.replace('.', "/"));
-                obj.pointer(&pointer).map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))
+                obj.pointer(&pointer).map(|v| {
+                    v.as_str()
+                        .map(String::from)
+                        .unwrap_or_else(|| v.to_string())
+                })
             };
             if !fields.matches(&lookup) {
                 continue;
@@ -118,11 +139,20 @@ async fn watch(
         }
         let mut obj = obj;
         if let Some(meta) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            meta.insert("resourceVersion".into(), Value::String(event.revision.to_string()));
+            meta.insert(
+                "resourceVersion".into(),
+                Value::String(event.revision.to_string()),
+            );
         }
         match format {
             "" | "wide" => {
-                let t = table::build(info.kind, std::slice::from_ref(&obj), format == "wide", args.all_namespaces && info.namespaced, args.show_labels);
+                let t = table::build(
+                    info.kind,
+                    std::slice::from_ref(&obj),
+                    format == "wide",
+                    args.all_namespaces && info.namespaced,
+                    args.show_labels,
+                );
                 if event.is_tombstone() {
                     println!("{} (deleted)", t.rows[0].join("   "));
                 } else {

@@ -8,14 +8,22 @@ pub fn resolve(name: &str) -> Result<&'static KindInfo> {
     kinds::lookup(name).ok_or_else(|| {
         anyhow!(
             "the server doesn't have a resource type {name:?} (known: {})",
-            kinds::KINDS.iter().map(|k| k.plural).collect::<Vec<_>>().join(", ")
+            kinds::KINDS
+                .iter()
+                .map(|k| k.plural)
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     })
 }
 
 /// `pods,svc` → [Pod, Service]; also accepts `pod/name` forms through [`split_slash`].
 pub fn resolve_list(names: &str) -> Result<Vec<&'static KindInfo>> {
-    names.split(',').filter(|s| !s.is_empty()).map(resolve).collect()
+    names
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(resolve)
+        .collect()
 }
 
 /// `pod/web-1` → (Pod, Some("web-1")).

@@ -63,7 +63,15 @@ pub async fn run(session: &Session, args: LabelArgs, target: Target) -> Result<i
             // `label pod/web a=b`: the name slot then holds the first change.
             let mut changes = vec![args.name.clone()];
             changes.extend(args.changes.iter().cloned());
-            return apply_changes(session, info, &name.unwrap_or_default(), &changes, &args, target).await;
+            return apply_changes(
+                session,
+                info,
+                &name.unwrap_or_default(),
+                &changes,
+                &args,
+                target,
+            )
+            .await;
         }
         None => (kinds::resolve(&args.kind)?, args.name.clone()),
     };
@@ -81,18 +89,29 @@ async fn apply_changes(
     let changes = parse_changes(changes, target)?;
     let namespace = kinds::namespace_for(info, &args.namespace);
     let current = session.get(info, &namespace, name).await?;
-    let existing = current.pointer(&format!("/metadata/{}", target.field())).cloned().unwrap_or(Value::Null);
+    let existing = current
+        .pointer(&format!("/metadata/{}", target.field()))
+        .cloned()
+        .unwrap_or(Value::Null);
     if !args.overwrite {
         for (key, value) in &changes {
             if let (Some(old), Some(new)) = (existing.get(key), value.as_str()) {
                 if old.as_str() != Some(new) {
-                    bail!("{key:?} already has a value ({}), and --overwrite is false", old.as_str().unwrap_or(""));
+                    bail!(
+                        "{key:?} already has a value ({}), and --overwrite is false",
+                        old.as_str().unwrap_or("")
+                    );
                 }
             }
         }
     }
     let patch = serde_json::json!({ "metadata": { target.field(): Value::Object(changes) } });
-    let request = PatchRequest { namespace, name: name.to_string(), patch: patch.to_string(), status: false };
+    let request = PatchRequest {
+        namespace,
+        name: name.to_string(),
+        patch: patch.to_string(),
+        status: false,
+    };
     session.call(info, Verb::Patch, &request).await?;
     println!("{}/{} {}", info.singular(), name, target.verb());
     Ok(0)

@@ -13,10 +13,12 @@ mod apply;
 mod cli;
 mod delete;
 mod describe;
+mod exec;
 mod get;
 mod image;
 mod kinds;
 mod label;
+mod logs;
 mod node;
 mod nodes;
 mod output;
@@ -24,6 +26,7 @@ mod remote;
 mod rollout;
 mod scale;
 mod table;
+mod top;
 mod up;
 
 use clap::Parser;
@@ -61,7 +64,10 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn run(cli: cli::Cli) -> anyhow::Result<i32> {
@@ -74,12 +80,16 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Node(args) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
             runtime.block_on(node::run(&nats_url, args))?;
             Ok(0)
         }
         command => {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
             runtime.block_on(async move {
                 let session = remote::Session::connect(&nats_url).await?;
                 match command {
@@ -98,6 +108,9 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                     Command::Cordon(a) => nodes::cordon(&session, &a.node, true).await,
                     Command::Uncordon(a) => nodes::cordon(&session, &a.node, false).await,
                     Command::Drain(a) => nodes::drain(&session, a).await,
+                    Command::Logs(a) => logs::run(&session, a).await,
+                    Command::Exec(a) => exec::run(&session, a).await,
+                    Command::Top(a) => top::run(&session, a).await,
                     Command::Up(_) | Command::Node(_) => unreachable!("handled above"),
                 }
             })

@@ -13,21 +13,33 @@ use shoal_node::{HollowConfig, HollowRuntime, LinuxRuntime};
 use crate::cli::NodeArgs;
 
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_lowercase()).unwrap_or_else(|_| "node".into())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_lowercase())
+        .unwrap_or_else(|_| "node".into())
 }
 
 /// The real runtime for this machine, with its state under `state_dir`.
-pub fn linux_backend(state_dir: PathBuf, bridge: &str, pod_cidr: &str, node: &str) -> Result<Backend> {
-    let cidr = pod_cidr.parse().map_err(|e| anyhow::anyhow!("--pod-cidr {pod_cidr:?}: {e}"))?;
+pub fn linux_backend(
+    state_dir: PathBuf,
+    bridge: &str,
+    pod_cidr: &str,
+    node: &str,
+) -> Result<Backend> {
+    let cidr = pod_cidr
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--pod-cidr {pod_cidr:?}: {e}"))?;
     let mut config = RuntimeConfig::new(state_dir.clone(), NetworkConfig::new(bridge, cidr));
     // One cgroup parent per node, so agents sharing a machine never sweep each other's pods.
     config.cgroup_parent = format!("shoal-{}", node.replace(['/', '.'], "-"));
-    let runtime = LinuxRuntime::new(config).with_context(|| format!("starting the container runtime in {}", state_dir.display()))?;
+    let runtime = LinuxRuntime::new(config)
+        .with_context(|| format!("starting the container runtime in {}", state_dir.display()))?;
     Ok(Backend::Linux(Arc::new(runtime)))
 }
 
 pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
-    let nats = shoal_bus::connect(url, "shoal-node").await.with_context(|| format!("connecting to {url}"))?;
+    let nats = shoal_bus::connect(url, "shoal-node")
+        .await
+        .with_context(|| format!("connecting to {url}"))?;
     let store = Store::open(nats.clone()).await?;
     let informers = InformerFactory::new(store);
     let base = args.name.clone().unwrap_or_else(hostname);
@@ -35,7 +47,11 @@ pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
     let mut tasks = Vec::new();
     let count = if args.hollow { args.count.max(1) } else { 1 };
     for i in 0..count {
-        let name = if args.hollow && count > 1 { format!("{base}-{i}") } else { base.clone() };
+        let name = if args.hollow && count > 1 {
+            format!("{base}-{i}")
+        } else {
+            base.clone()
+        };
         let mut config = AgentConfig::new(name.clone(), args.pod_cidr.clone());
         config.host_ip = args.host_ip.clone();
         config.backoff_base = std::time::Duration::from_secs(args.backoff_seconds.max(1));
@@ -47,11 +63,17 @@ pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
                 start_delay: std::time::Duration::from_millis(args.start_delay_ms),
                 failure_rate: args.failure_rate,
                 seed: i as u64 + 1,
-                pod_cidr: args.pod_cidr.parse().map_err(|e| anyhow::anyhow!("--pod-cidr: {e}"))?,
+                pod_cidr: args
+                    .pod_cidr
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--pod-cidr: {e}"))?,
             };
             Backend::Hollow(Arc::new(HollowRuntime::new(hollow)))
         } else {
-            let state_dir = args.state_dir.clone().unwrap_or_else(|| crate::up::default_data_dir().join(format!("node-{name}")));
+            let state_dir = args
+                .state_dir
+                .clone()
+                .unwrap_or_else(|| crate::up::default_data_dir().join(format!("node-{name}")));
             linux_backend(state_dir, &args.bridge, &args.pod_cidr, &name)?
         };
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
@@ -61,7 +83,11 @@ pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
             }
         }));
     }
-    eprintln!("{} node agent(s) running{}; Ctrl-C stops them (containers keep running)", count, if args.hollow { " (hollow)" } else { "" });
+    eprintln!(
+        "{} node agent(s) running{}; Ctrl-C stops them (containers keep running)",
+        count,
+        if args.hollow { " (hollow)" } else { "" }
+    );
     let _ = tokio::signal::ctrl_c().await;
     trigger.fire();
     for t in tasks {

@@ -25,13 +25,22 @@ pub async fn cordon(session: &Session, name: &str, unschedulable: bool) -> Resul
             e.into()
         }
     })?;
-    let done = if unschedulable { "cordoned" } else { "uncordoned" };
+    let done = if unschedulable {
+        "cordoned"
+    } else {
+        "uncordoned"
+    };
     if node.spec.unschedulable == unschedulable {
         println!("node/{name} already {done}");
         return Ok(0);
     }
     let patch = serde_json::json!({"spec": {"unschedulable": unschedulable}});
-    let request = PatchRequest { namespace: String::new(), name: name.into(), patch: patch.to_string(), status: false };
+    let request = PatchRequest {
+        namespace: String::new(),
+        name: name.into(),
+        patch: patch.to_string(),
+        status: false,
+    };
     session.api.patch::<Node>(&request).await?;
     println!("node/{name} {done}");
     Ok(0)
@@ -52,7 +61,8 @@ enum Verdict {
     Refuse(&'static str),
 }
 
-const DAEMONSET: &str = "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore them)";
+const DAEMONSET: &str =
+    "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore them)";
 const UNMANAGED: &str = "cannot delete Pods that declare no controller (use --force to override; nothing will recreate them)";
 const LOCAL_STORAGE: &str = "cannot delete Pods with local storage (use --delete-emptydir-data to override; their emptyDir data is lost)";
 
@@ -88,7 +98,10 @@ pub async fn drain(session: &Session, args: DrainArgs) -> Result<i32> {
     let timeout = parse_timeout(&args.timeout).context("--timeout")?;
     cordon(session, &node, true).await?;
 
-    let options = ListOptions { field_selector: format!("spec.nodeName={node}"), ..Default::default() };
+    let options = ListOptions {
+        field_selector: format!("spec.nodeName={node}"),
+        ..Default::default()
+    };
     let pods = session.api.list::<Pod>(&options).await?.items;
     let mut refused: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
     let mut warnings: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
@@ -106,7 +119,10 @@ pub async fn drain(session: &Session, args: DrainArgs) -> Result<i32> {
     }
     // Nothing is evicted unless every pod may be: a half-drained node helps nobody.
     if !refused.is_empty() {
-        let reasons: Vec<String> = refused.iter().map(|(why, pods)| format!("{why}: {}", pods.join(", "))).collect();
+        let reasons: Vec<String> = refused
+            .iter()
+            .map(|(why, pods)| format!("{why}: {}", pods.join(", ")))
+            .collect();
         bail!(
             "cannot drain node {node:?}, no pod was evicted:\n  {}\nThe node stays cordoned; `shoal uncordon {node}` makes it schedulable again.",
             reasons.join("\n  ")
@@ -129,7 +145,10 @@ pub async fn drain(session: &Session, args: DrainArgs) -> Result<i32> {
         match session.api.delete::<Pod>(&options).await {
             Ok(_) => pending.push(pod),
             Err(e) if e.is_not_found() => println!("pod/{} evicted", pod.metadata.name),
-            Err(e) => bail!("evicting pod {}: {e} (node {node:?} stays cordoned; run drain again)", key(&pod)),
+            Err(e) => bail!(
+                "evicting pod {}: {e} (node {node:?} stays cordoned; run drain again)",
+                key(&pod)
+            ),
         }
     }
 
@@ -139,8 +158,14 @@ pub async fn drain(session: &Session, args: DrainArgs) -> Result<i32> {
     while !pending.is_empty() {
         let mut still = Vec::new();
         for pod in pending {
-            match session.api.get::<Pod>(&pod.metadata.namespace, &pod.metadata.name).await {
-                Ok(now) if now.metadata.uid == pod.metadata.uid && now.spec.node_name == node => still.push(pod),
+            match session
+                .api
+                .get::<Pod>(&pod.metadata.namespace, &pod.metadata.name)
+                .await
+            {
+                Ok(now) if now.metadata.uid == pod.metadata.uid && now.spec.node_name == node => {
+                    still.push(pod)
+                }
                 Ok(_) => println!("pod/{} evicted", pod.metadata.name),
                 Err(e) if e.is_not_found() => println!("pod/{} evicted", pod.metadata.name),
                 Err(e) => return Err(e.into()),
@@ -204,14 +229,44 @@ mod tests {
     #[test]
     fn drain_filters_follow_kubectl() {
         let none = args(false, false, false);
-        assert_eq!(verdict(&pod(Some("ReplicaSet"), false, "Running"), &none), Verdict::Evict);
-        assert_eq!(verdict(&pod(Some("DaemonSet"), false, "Running"), &none), Verdict::Refuse(DAEMONSET));
-        assert!(matches!(verdict(&pod(Some("DaemonSet"), false, "Running"), &args(true, false, false)), Verdict::Skip(_)));
-        assert_eq!(verdict(&pod(None, false, "Running"), &none), Verdict::Refuse(UNMANAGED));
-        assert!(matches!(verdict(&pod(None, false, "Running"), &args(false, false, true)), Verdict::EvictWithWarning(_)));
-        assert_eq!(verdict(&pod(Some("ReplicaSet"), true, "Running"), &none), Verdict::Refuse(LOCAL_STORAGE));
-        assert_eq!(verdict(&pod(Some("ReplicaSet"), true, "Running"), &args(false, true, false)), Verdict::Evict);
+        assert_eq!(
+            verdict(&pod(Some("ReplicaSet"), false, "Running"), &none),
+            Verdict::Evict
+        );
+        assert_eq!(
+            verdict(&pod(Some("DaemonSet"), false, "Running"), &none),
+            Verdict::Refuse(DAEMONSET)
+        );
+        assert!(matches!(
+            verdict(
+                &pod(Some("DaemonSet"), false, "Running"),
+                &args(true, false, false)
+            ),
+            Verdict::Skip(_)
+        ));
+        assert_eq!(
+            verdict(&pod(None, false, "Running"), &none),
+            Verdict::Refuse(UNMANAGED)
+        );
+        assert!(matches!(
+            verdict(&pod(None, false, "Running"), &args(false, false, true)),
+            Verdict::EvictWithWarning(_)
+        ));
+        assert_eq!(
+            verdict(&pod(Some("ReplicaSet"), true, "Running"), &none),
+            Verdict::Refuse(LOCAL_STORAGE)
+        );
+        assert_eq!(
+            verdict(
+                &pod(Some("ReplicaSet"), true, "Running"),
+                &args(false, true, false)
+            ),
+            Verdict::Evict
+        );
         // Finished pods hold nothing: evicted without --force or --delete-emptydir-data.
-        assert_eq!(verdict(&pod(None, true, "Succeeded"), &none), Verdict::Evict);
+        assert_eq!(
+            verdict(&pod(None, true, "Succeeded"), &none),
+            Verdict::Evict
+        );
     }
 }

@@ -5,11 +5,15 @@ use bus_schemas::KindInfo;
 use serde_json::Value;
 
 pub fn name_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or("")
+    obj.pointer("/metadata/name")
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
 }
 
 pub fn namespace_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/namespace").and_then(|v| v.as_str()).unwrap_or("")
+    obj.pointer("/metadata/namespace")
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
 }
 
 pub fn print_objects(format: &str, info: &KindInfo, objects: &[Value], single: bool) -> Result<()> {

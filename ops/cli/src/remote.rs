@@ -21,7 +21,11 @@ impl Session {
         let nats = shoal_bus::connect(url, "shoal-cli").await.with_context(|| {
             format!("cannot reach NATS at {url}: is the cluster running? (`shoal up`, or set --nats / SHOAL_NATS)")
         })?;
-        Ok(Session { api: ApiClient::new(nats.clone()), nats, url: url.to_string() })
+        Ok(Session {
+            api: ApiClient::new(nats.clone()),
+            nats,
+            url: url.to_string(),
+        })
     }
 
     pub async fn call<B: Serialize>(
@@ -39,9 +43,21 @@ impl Session {
         Ok(decode_reply::<Value>(&subject, reply)?.0)
     }
 
-    pub async fn get(&self, info: &KindInfo, namespace: &str, name: &str) -> Result<Value, ApiError> {
-        self.call(info, Verb::Get, &ObjectRef { namespace: namespace.into(), name: name.into() })
-            .await
+    pub async fn get(
+        &self,
+        info: &KindInfo,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        self.call(
+            info,
+            Verb::Get,
+            &ObjectRef {
+                namespace: namespace.into(),
+                name: name.into(),
+            },
+        )
+        .await
     }
 
     /// Every page of a list.
@@ -54,9 +70,11 @@ impl Session {
         let mut items = Vec::new();
         loop {
             let page = self.call(info, Verb::List, &options).await?;
-            let page: ObjectList<Value> = serde_json::from_value(page).map_err(|e| {
-                ApiError::Decode { subject: "list".into(), detail: e.to_string() }
-            })?;
+            let page: ObjectList<Value> =
+                serde_json::from_value(page).map_err(|e| ApiError::Decode {
+                    subject: "list".into(),
+                    detail: e.to_string(),
+                })?;
             items.extend(page.items);
             if page.metadata.continue_token.is_empty() {
                 return Ok((items, page.metadata.resource_version));
@@ -69,7 +87,10 @@ impl Session {
 pub async fn version(session: &Session) -> Result<i32> {
     println!("Client Version: shoal {}", env!("CARGO_PKG_VERSION"));
     let info = session.nats.server_info();
-    println!("NATS Server: {} (nats-server {}, at {})", info.server_name, info.version, session.url);
+    println!(
+        "NATS Server: {} (nats-server {}, at {})",
+        info.server_name, info.version, session.url
+    );
     let ns = bus_schemas::kinds::lookup("ns").expect("namespaces are a kind");
     match session.list(ns, &ListOptions::default()).await {
         Ok((_, rv)) => println!("Cluster: API reachable, state log at revision {rv}"),

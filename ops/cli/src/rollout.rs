@@ -19,7 +19,9 @@ use bus_schemas::KindInfo;
 use bus_schemas::Resource;
 use shoal_controllers::deployment::{revision_of, strip_hash, RESTARTED_AT_ANNOTATION};
 
-use crate::cli::{RolloutCommand, RolloutHistoryArgs, RolloutStatusArgs, RolloutTarget, RolloutUndoArgs};
+use crate::cli::{
+    RolloutCommand, RolloutHistoryArgs, RolloutStatusArgs, RolloutTarget, RolloutUndoArgs,
+};
 use crate::kinds;
 use crate::remote::Session;
 
@@ -71,10 +73,14 @@ pub fn parse_timeout(text: &str) -> Result<Option<Duration>> {
     let mut total = Duration::ZERO;
     let mut rest = text;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
         let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "ms" => 0.001,
             "s" => 1.0,
@@ -100,14 +106,22 @@ pub async fn run(session: &Session, command: RolloutCommand) -> Result<i32> {
 }
 
 /// Resolves a rollout target and checks its kind is one of `allowed`.
-fn resolve(t: &RolloutTarget, verb: &str, allowed: &[&str]) -> Result<(&'static KindInfo, String, String)> {
+fn resolve(
+    t: &RolloutTarget,
+    verb: &str,
+    allowed: &[&str],
+) -> Result<(&'static KindInfo, String, String)> {
     let usage = format!("shoal rollout {verb} deploy/NAME");
     let (info, name) = target(&t.kind, t.name.as_deref(), &usage)?;
     if !allowed.contains(&info.kind) {
         bail!(
             "rollout {verb} is not supported for {}: it works on {}",
             info.plural,
-            allowed.iter().map(|k| k.to_ascii_lowercase() + "s").collect::<Vec<_>>().join(" and ")
+            allowed
+                .iter()
+                .map(|k| k.to_ascii_lowercase() + "s")
+                .collect::<Vec<_>>()
+                .join(" and ")
         );
     }
     let namespace = kinds::namespace_for(info, &t.namespace);
@@ -129,7 +143,9 @@ enum Progress {
 fn deployment_progress(d: &Deployment) -> Result<Progress> {
     let name = &d.metadata.name;
     if d.metadata.generation > d.status.observed_generation {
-        return Ok(Progress::Waiting("Waiting for deployment spec update to be observed...".into()));
+        return Ok(Progress::Waiting(
+            "Waiting for deployment spec update to be observed...".into(),
+        ));
     }
     if let Some(c) = find_condition(&d.status.conditions, "Progressing") {
         if c.reason == "ProgressDeadlineExceeded" {
@@ -141,15 +157,31 @@ fn deployment_progress(d: &Deployment) -> Result<Progress> {
     }
     let s = &d.status;
     let want = d.replicas();
-    let line = |what: String| Progress::Waiting(format!("Waiting for deployment {name:?} rollout to finish: {what}..."));
+    let line = |what: String| {
+        Progress::Waiting(format!(
+            "Waiting for deployment {name:?} rollout to finish: {what}..."
+        ))
+    };
     Ok(if s.updated_replicas < want {
-        line(format!("{} out of {want} new replicas have been updated", s.updated_replicas))
+        line(format!(
+            "{} out of {want} new replicas have been updated",
+            s.updated_replicas
+        ))
     } else if s.replicas > s.updated_replicas {
-        line(format!("{} old replicas are pending termination", s.replicas - s.updated_replicas))
+        line(format!(
+            "{} old replicas are pending termination",
+            s.replicas - s.updated_replicas
+        ))
     } else if s.available_replicas < s.updated_replicas {
-        line(format!("{} of {} updated replicas are available", s.available_replicas, s.updated_replicas))
+        line(format!(
+            "{} of {} updated replicas are available",
+            s.available_replicas, s.updated_replicas
+        ))
     } else if s.replicas != want || s.available_replicas != want {
-        line(format!("{} of {want} updated replicas are available", s.available_replicas.min(want)))
+        line(format!(
+            "{} of {want} updated replicas are available",
+            s.available_replicas.min(want)
+        ))
     } else {
         Progress::Done(format!("deployment {name:?} successfully rolled out"))
     })
@@ -162,14 +194,26 @@ fn daemonset_progress(ds: &DaemonSet) -> Result<Progress> {
         bail!("rollout status is only available for the RollingUpdate strategy; daemon set {name:?} uses {strategy}");
     }
     if ds.metadata.generation > ds.status.observed_generation {
-        return Ok(Progress::Waiting("Waiting for daemon set spec update to be observed...".into()));
+        return Ok(Progress::Waiting(
+            "Waiting for daemon set spec update to be observed...".into(),
+        ));
     }
     let s = &ds.status;
-    let line = |what: String| Progress::Waiting(format!("Waiting for daemon set {name:?} rollout to finish: {what}..."));
+    let line = |what: String| {
+        Progress::Waiting(format!(
+            "Waiting for daemon set {name:?} rollout to finish: {what}..."
+        ))
+    };
     Ok(if s.updated_number_scheduled < s.desired_number_scheduled {
-        line(format!("{} out of {} new pods have been updated", s.updated_number_scheduled, s.desired_number_scheduled))
+        line(format!(
+            "{} out of {} new pods have been updated",
+            s.updated_number_scheduled, s.desired_number_scheduled
+        ))
     } else if s.number_available < s.desired_number_scheduled {
-        line(format!("{} of {} updated pods are available", s.number_available, s.desired_number_scheduled))
+        line(format!(
+            "{} of {} updated pods are available",
+            s.number_available, s.desired_number_scheduled
+        ))
     } else {
         Progress::Done(format!("daemon set {name:?} successfully rolled out"))
     })
@@ -226,12 +270,19 @@ async fn status(session: &Session, args: RolloutStatusArgs) -> Result<i32> {
 
 /// The ReplicaSets `d` controls that carry a revision, newest revision first.
 async fn revisions(session: &Session, d: &Deployment) -> Result<Vec<ReplicaSet>> {
-    let options = ListOptions { namespace: d.metadata.namespace.clone(), ..Default::default() };
+    let options = ListOptions {
+        namespace: d.metadata.namespace.clone(),
+        ..Default::default()
+    };
     let list = session.api.list::<ReplicaSet>(&options).await?;
     let mut rss: Vec<ReplicaSet> = list
         .items
         .into_iter()
-        .filter(|rs| rs.metadata.controller_ref().is_some_and(|r| r.uid == d.metadata.uid))
+        .filter(|rs| {
+            rs.metadata
+                .controller_ref()
+                .is_some_and(|r| r.uid == d.metadata.uid)
+        })
         .filter(|rs| !rs.metadata.is_deleting() && revision_of(rs) > 0)
         .collect();
     rss.sort_by_key(|rs| std::cmp::Reverse(revision_of(rs)));
@@ -256,7 +307,11 @@ fn change_cause(d: &Deployment, rs: &ReplicaSet) -> String {
     rs.metadata
         .annotations
         .get(CHANGE_CAUSE_ANNOTATION)
-        .or_else(|| current.then(|| d.metadata.annotations.get(CHANGE_CAUSE_ANNOTATION)).flatten())
+        .or_else(|| {
+            current
+                .then(|| d.metadata.annotations.get(CHANGE_CAUSE_ANNOTATION))
+                .flatten()
+        })
         .cloned()
         .unwrap_or_else(|| "<none>".into())
 }
@@ -282,7 +337,7 @@ async fn history(session: &Session, args: RolloutHistoryArgs) -> Result<i32> {
         println!("No rollout history found.");
         return Ok(0);
     }
-    println!("{:<10}{}", "REVISION", "CHANGE-CAUSE");
+    println!("{:<10}CHANGE-CAUSE", "REVISION");
     for rs in rss.iter().rev() {
         println!("{:<10}{}", revision_of(rs), change_cause(&d, rs));
     }
@@ -317,13 +372,18 @@ async fn undo(session: &Session, args: RolloutUndoArgs) -> Result<i32> {
         let revision = revision_of(rs);
         let template = strip_hash(&rs.spec.template);
         if template == d.spec.template {
-            println!("{what} skipped rollback (current template already matches revision {revision})");
+            println!(
+                "{what} skipped rollback (current template already matches revision {revision})"
+            );
             return Ok(0);
         }
         d.spec.template = template;
         // As kubectl does, the Deployment takes the change cause of the revision it returns to.
         match rs.metadata.annotations.get(CHANGE_CAUSE_ANNOTATION) {
-            Some(cause) => d.metadata.annotations.insert(CHANGE_CAUSE_ANNOTATION.into(), cause.clone()),
+            Some(cause) => d
+                .metadata
+                .annotations
+                .insert(CHANGE_CAUSE_ANNOTATION.into(), cause.clone()),
             None => d.metadata.annotations.remove(CHANGE_CAUSE_ANNOTATION),
         };
         // An update carries the resourceVersion we read: if anyone changed the Deployment
@@ -343,8 +403,18 @@ async fn undo(session: &Session, args: RolloutUndoArgs) -> Result<i32> {
 // ---------------------------------------------------------------------------------------
 // pause, resume, restart
 
-async fn patch<K: Resource>(session: &Session, ns: &str, name: &str, patch: serde_json::Value) -> Result<K> {
-    let request = PatchRequest { namespace: ns.into(), name: name.into(), patch: patch.to_string(), status: false };
+async fn patch<K: Resource>(
+    session: &Session,
+    ns: &str,
+    name: &str,
+    patch: serde_json::Value,
+) -> Result<K> {
+    let request = PatchRequest {
+        namespace: ns.into(),
+        name: name.into(),
+        patch: patch.to_string(),
+        status: false,
+    };
     Ok(session.api.patch::<K>(&request).await?)
 }
 
@@ -358,7 +428,13 @@ async fn set_paused(session: &Session, t: RolloutTarget, paused: bool) -> Result
         println!("{what} already {done}");
         return Ok(0);
     }
-    patch::<Deployment>(session, &ns, &name, serde_json::json!({"spec": {"paused": paused}})).await?;
+    patch::<Deployment>(
+        session,
+        &ns,
+        &name,
+        serde_json::json!({"spec": {"paused": paused}}),
+    )
+    .await?;
     println!("{what} {done}");
     Ok(0)
 }
@@ -391,9 +467,18 @@ mod tests {
         assert_eq!(parse_timeout("0").unwrap(), None);
         assert_eq!(parse_timeout("90").unwrap(), Some(Duration::from_secs(90)));
         assert_eq!(parse_timeout("5m").unwrap(), Some(Duration::from_secs(300)));
-        assert_eq!(parse_timeout("1h30m").unwrap(), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_timeout("1.5s").unwrap(), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_timeout("250ms").unwrap(), Some(Duration::from_millis(250)));
+        assert_eq!(
+            parse_timeout("1h30m").unwrap(),
+            Some(Duration::from_secs(5400))
+        );
+        assert_eq!(
+            parse_timeout("1.5s").unwrap(),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse_timeout("250ms").unwrap(),
+            Some(Duration::from_millis(250))
+        );
         for bad in ["", "5x", "m", "-1s", "1d"] {
             assert!(parse_timeout(bad).is_err(), "{bad}");
         }
@@ -419,7 +504,11 @@ mod tests {
         d.metadata.generation = generation;
         d.status.observed_generation = observed;
         d.spec.replicas = Some(replicas);
-        (d.status.replicas, d.status.updated_replicas, d.status.available_replicas) = s;
+        (
+            d.status.replicas,
+            d.status.updated_replicas,
+            d.status.available_replicas,
+        ) = s;
         d
     }
 
@@ -430,8 +519,10 @@ mod tests {
             Progress::Done(l) => panic!("done: {l}"),
         };
         assert!(waiting(&deployment(2, 1, 3, (3, 3, 3))).contains("spec update to be observed"));
-        assert!(waiting(&deployment(2, 2, 3, (3, 1, 2))).ends_with("1 out of 3 new replicas have been updated..."));
-        assert!(waiting(&deployment(2, 2, 3, (4, 3, 3))).contains("1 old replicas are pending termination"));
+        assert!(waiting(&deployment(2, 2, 3, (3, 1, 2)))
+            .ends_with("1 out of 3 new replicas have been updated..."));
+        assert!(waiting(&deployment(2, 2, 3, (4, 3, 3)))
+            .contains("1 old replicas are pending termination"));
         assert_eq!(
             waiting(&deployment(2, 2, 3, (3, 3, 1))),
             "Waiting for deployment \"web\" rollout to finish: 1 of 3 updated replicas are available..."
@@ -455,9 +546,10 @@ mod tests {
     fn undo_defaults_to_the_previous_revision() {
         let rs = |revision: i64| {
             let mut rs = ReplicaSet::default();
-            rs.metadata
-                .annotations
-                .insert(shoal_controllers::deployment::REVISION_ANNOTATION.into(), revision.to_string());
+            rs.metadata.annotations.insert(
+                shoal_controllers::deployment::REVISION_ANNOTATION.into(),
+                revision.to_string(),
+            );
             rs
         };
         let rss = vec![rs(5), rs(3), rs(1)];

@@ -42,7 +42,11 @@ impl Scalable for ReplicaSet {
 }
 
 pub async fn run(session: &Session, args: ScaleArgs) -> Result<i32> {
-    let (info, name) = target(&args.kind, args.name.as_deref(), "shoal scale deploy/NAME --replicas N")?;
+    let (info, name) = target(
+        &args.kind,
+        args.name.as_deref(),
+        "shoal scale deploy/NAME --replicas N",
+    )?;
     if args.replicas < 0 {
         bail!("--replicas must be 0 or more, not {}", args.replicas);
     }
@@ -50,16 +54,28 @@ pub async fn run(session: &Session, args: ScaleArgs) -> Result<i32> {
     match info.kind {
         "Deployment" => scale::<Deployment>(session, &namespace, &name, &args).await?,
         "ReplicaSet" => scale::<ReplicaSet>(session, &namespace, &name, &args).await?,
-        other => bail!("cannot scale a {other}: only deployments and replicasets have a replica count"),
+        other => {
+            bail!("cannot scale a {other}: only deployments and replicasets have a replica count")
+        }
     }
     println!("{} scaled", display(info, &name));
     Ok(0)
 }
 
-async fn scale<K: Scalable>(session: &Session, ns: &str, name: &str, args: &ScaleArgs) -> Result<()> {
+async fn scale<K: Scalable>(
+    session: &Session,
+    ns: &str,
+    name: &str,
+    args: &ScaleArgs,
+) -> Result<()> {
     let Some(expected) = args.current_replicas else {
         let patch = serde_json::json!({"spec": {"replicas": args.replicas}});
-        let request = PatchRequest { namespace: ns.into(), name: name.into(), patch: patch.to_string(), status: false };
+        let request = PatchRequest {
+            namespace: ns.into(),
+            name: name.into(),
+            patch: patch.to_string(),
+            status: false,
+        };
         session.api.patch::<K>(&request).await?;
         return Ok(());
     };
@@ -79,5 +95,8 @@ async fn scale<K: Scalable>(session: &Session, ns: &str, name: &str, args: &Scal
             Err(e) => return Err(e.into()),
         }
     }
-    bail!("{} kept changing while scaling ({CONFLICT_RETRIES} conflicting writes): try again", display(&K::INFO, name))
+    bail!(
+        "{} kept changing while scaling ({CONFLICT_RETRIES} conflicting writes): try again",
+        display(&K::INFO, name)
+    )
 }

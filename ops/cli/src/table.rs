@@ -54,7 +54,9 @@ fn or_none(text: &str) -> String {
 
 /// kubectl's short ages: 45s, 5m12s, 17m, 3h20m, 5h, 2d3h, 12d.
 pub fn age(since: &str, now: DateTime<Utc>) -> String {
-    let Ok(t) = DateTime::parse_from_rfc3339(since) else { return "<unknown>".into() };
+    let Ok(t) = DateTime::parse_from_rfc3339(since) else {
+        return "<unknown>".into();
+    };
     let secs = (now - t.with_timezone(&Utc)).num_seconds().max(0);
     let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
     match secs {
@@ -72,16 +74,23 @@ fn labels(obj: &Value) -> String {
     let Some(map) = obj.pointer("/metadata/labels").and_then(|l| l.as_object()) else {
         return "<none>".into();
     };
-    let parts: Vec<String> =
-        map.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect();
+    let parts: Vec<String> = map
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
     or_none(&parts.join(","))
 }
 
 fn selector_text(sel: Option<&Value>) -> String {
-    let Some(sel) = sel else { return "<none>".into() };
+    let Some(sel) = sel else {
+        return "<none>".into();
+    };
     let mut parts = Vec::new();
     if let Some(map) = sel.get("matchLabels").and_then(|m| m.as_object()) {
-        parts.extend(map.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))));
+        parts.extend(
+            map.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))),
+        );
     }
     if let Some(exprs) = sel.get("matchExpressions").and_then(|m| m.as_array()) {
         for e in exprs {
@@ -90,13 +99,21 @@ fn selector_text(sel: Option<&Value>) -> String {
                 .and_then(|v| v.as_array())
                 .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
                 .unwrap_or_default();
-            parts.push(format!("{} {} ({})", s(e, "/key"), s(e, "/operator"), values.join(",")));
+            parts.push(format!(
+                "{} {} ({})",
+                s(e, "/key"),
+                s(e, "/operator"),
+                values.join(",")
+            ));
         }
     }
     if parts.is_empty() {
         // A selector given as a plain map (Services).
         if let Some(map) = sel.as_object() {
-            parts.extend(map.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))));
+            parts.extend(
+                map.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))),
+            );
         }
     }
     or_none(&parts.join(","))
@@ -106,10 +123,20 @@ pub fn pod_status(pod: &Value) -> String {
     if pod.pointer("/metadata/deletionTimestamp").is_some() {
         return "Terminating".into();
     }
-    let inits = pod.pointer("/status/initContainerStatuses").and_then(|c| c.as_array());
-    let init_total = pod.pointer("/spec/initContainers").and_then(|c| c.as_array()).map_or(0, |a| a.len());
+    let inits = pod
+        .pointer("/status/initContainerStatuses")
+        .and_then(|c| c.as_array());
+    let init_total = pod
+        .pointer("/spec/initContainers")
+        .and_then(|c| c.as_array())
+        .map_or(0, |a| a.len());
     if let Some(inits) = inits {
-        let done = inits.iter().filter(|c| n(c, "/state/terminated/exitCode") == 0 && c.pointer("/state/terminated").is_some()).count();
+        let done = inits
+            .iter()
+            .filter(|c| {
+                n(c, "/state/terminated/exitCode") == 0 && c.pointer("/state/terminated").is_some()
+            })
+            .count();
         if done < init_total {
             for c in inits {
                 let reason = s(c, "/state/waiting/reason");
@@ -120,7 +147,10 @@ pub fn pod_status(pod: &Value) -> String {
             return format!("Init:{done}/{init_total}");
         }
     }
-    if let Some(statuses) = pod.pointer("/status/containerStatuses").and_then(|c| c.as_array()) {
+    if let Some(statuses) = pod
+        .pointer("/status/containerStatuses")
+        .and_then(|c| c.as_array())
+    {
         for c in statuses {
             let waiting = s(c, "/state/waiting/reason");
             if !waiting.is_empty() && waiting != "ContainerCreating" {
@@ -131,7 +161,10 @@ pub fn pod_status(pod: &Value) -> String {
                 return terminated.to_string();
             }
         }
-        if statuses.iter().any(|c| s(c, "/state/waiting/reason") == "ContainerCreating") {
+        if statuses
+            .iter()
+            .any(|c| s(c, "/state/waiting/reason") == "ContainerCreating")
+        {
             return "ContainerCreating".into();
         }
     }
@@ -148,11 +181,18 @@ pub fn pod_status(pod: &Value) -> String {
 }
 
 fn pod_ready(pod: &Value) -> String {
-    let total = pod.pointer("/spec/containers").and_then(|c| c.as_array()).map_or(0, |a| a.len());
+    let total = pod
+        .pointer("/spec/containers")
+        .and_then(|c| c.as_array())
+        .map_or(0, |a| a.len());
     let ready = pod
         .pointer("/status/containerStatuses")
         .and_then(|c| c.as_array())
-        .map_or(0, |a| a.iter().filter(|c| c.get("ready").and_then(|r| r.as_bool()) == Some(true)).count());
+        .map_or(0, |a| {
+            a.iter()
+                .filter(|c| c.get("ready").and_then(|r| r.as_bool()) == Some(true))
+                .count()
+        });
     format!("{ready}/{total}")
 }
 
@@ -165,7 +205,10 @@ fn pod_restarts(pod: &Value) -> String {
 }
 
 fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
-    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| s(c, "/type") == type_)
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| s(c, "/type") == type_)
 }
 
 fn node_status(node: &Value) -> String {
@@ -174,7 +217,11 @@ fn node_status(node: &Value) -> String {
         Some(_) => "NotReady",
         None => "Unknown",
     };
-    if node.pointer("/spec/unschedulable").and_then(|u| u.as_bool()) == Some(true) {
+    if node
+        .pointer("/spec/unschedulable")
+        .and_then(|u| u.as_bool())
+        == Some(true)
+    {
         format!("{ready},SchedulingDisabled")
     } else {
         ready.to_string()
@@ -197,13 +244,23 @@ fn service_ports(svc: &Value) -> String {
 
 fn endpoints_text(ep: &Value) -> String {
     let mut parts = Vec::new();
-    for subset in ep.pointer("/subsets").and_then(|s| s.as_array()).into_iter().flatten() {
+    for subset in ep
+        .pointer("/subsets")
+        .and_then(|s| s.as_array())
+        .into_iter()
+        .flatten()
+    {
         let ports: Vec<i64> = subset
             .get("ports")
             .and_then(|p| p.as_array())
             .map(|a| a.iter().map(|p| n(p, "/port")).collect())
             .unwrap_or_default();
-        for addr in subset.get("addresses").and_then(|a| a.as_array()).into_iter().flatten() {
+        for addr in subset
+            .get("addresses")
+            .and_then(|a| a.as_array())
+            .into_iter()
+            .flatten()
+        {
             let ip = s(addr, "/ip");
             if ports.is_empty() {
                 parts.push(ip.to_string());
@@ -223,14 +280,30 @@ fn endpoints_text(ep: &Value) -> String {
 }
 
 fn images(template_spec: Option<&Value>) -> (String, String) {
-    let containers = template_spec.and_then(|s| s.get("containers")).and_then(|c| c.as_array());
-    let names: Vec<&str> = containers.into_iter().flatten().map(|c| s(c, "/name")).collect();
-    let imgs: Vec<&str> = containers.into_iter().flatten().map(|c| s(c, "/image")).collect();
+    let containers = template_spec
+        .and_then(|s| s.get("containers"))
+        .and_then(|c| c.as_array());
+    let names: Vec<&str> = containers
+        .into_iter()
+        .flatten()
+        .map(|c| s(c, "/name"))
+        .collect();
+    let imgs: Vec<&str> = containers
+        .into_iter()
+        .flatten()
+        .map(|c| s(c, "/image"))
+        .collect();
     (names.join(","), imgs.join(","))
 }
 
 /// Builds the table of one kind.
-pub fn build(kind: &str, objects: &[Value], wide: bool, namespaced_column: bool, show_labels: bool) -> Table {
+pub fn build(
+    kind: &str,
+    objects: &[Value],
+    wide: bool,
+    namespaced_column: bool,
+    show_labels: bool,
+) -> Table {
     let now = Utc::now();
     let created = |o: &Value| age(s(o, "/metadata/creationTimestamp"), now);
     let (mut headers, rows): (Vec<&str>, Vec<Vec<String>>) = match kind {
@@ -239,13 +312,26 @@ pub fn build(kind: &str, objects: &[Value], wide: bool, namespaced_column: bool,
             if wide {
                 h.extend(["IP", "NODE", "NOMINATED NODE"]);
             }
-            let rows = objects.iter().map(|p| {
-                let mut r = vec![s(p, "/metadata/name").to_string(), pod_ready(p), pod_status(p), pod_restarts(p), created(p)];
-                if wide {
-                    r.extend([or_none(s(p, "/status/podIP")), or_none(s(p, "/spec/nodeName")), or_none(s(p, "/status/nominatedNodeName"))]);
-                }
-                r
-            }).collect();
+            let rows = objects
+                .iter()
+                .map(|p| {
+                    let mut r = vec![
+                        s(p, "/metadata/name").to_string(),
+                        pod_ready(p),
+                        pod_status(p),
+                        pod_restarts(p),
+                        created(p),
+                    ];
+                    if wide {
+                        r.extend([
+                            or_none(s(p, "/status/podIP")),
+                            or_none(s(p, "/spec/nodeName")),
+                            or_none(s(p, "/status/nominatedNodeName")),
+                        ]);
+                    }
+                    r
+                })
+                .collect();
             (h, rows)
         }
         "Node" => {
@@ -253,30 +339,70 @@ pub fn build(kind: &str, objects: &[Value], wide: bool, namespaced_column: bool,
             if wide {
                 h.extend(["INTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "POD-CIDR"]);
             }
-            let rows = objects.iter().map(|o| {
-                let mut r = vec![s(o, "/metadata/name").into(), node_status(o), "<none>".into(), created(o), or_none(s(o, "/status/nodeInfo/kubeletVersion"))];
-                if wide {
-                    let ip = o.pointer("/status/addresses").and_then(|a| a.as_array()).and_then(|a| a.iter().find(|x| s(x, "/type") == "InternalIP")).map(|x| s(x, "/address").to_string()).unwrap_or_default();
-                    r.extend([or_none(&ip), or_none(s(o, "/status/nodeInfo/osImage")), or_none(s(o, "/status/nodeInfo/kernelVersion")), or_none(s(o, "/spec/podCIDR"))]);
-                }
-                r
-            }).collect();
+            let rows = objects
+                .iter()
+                .map(|o| {
+                    let mut r = vec![
+                        s(o, "/metadata/name").into(),
+                        node_status(o),
+                        "<none>".into(),
+                        created(o),
+                        or_none(s(o, "/status/nodeInfo/kubeletVersion")),
+                    ];
+                    if wide {
+                        let ip = o
+                            .pointer("/status/addresses")
+                            .and_then(|a| a.as_array())
+                            .and_then(|a| a.iter().find(|x| s(x, "/type") == "InternalIP"))
+                            .map(|x| s(x, "/address").to_string())
+                            .unwrap_or_default();
+                        r.extend([
+                            or_none(&ip),
+                            or_none(s(o, "/status/nodeInfo/osImage")),
+                            or_none(s(o, "/status/nodeInfo/kernelVersion")),
+                            or_none(s(o, "/spec/podCIDR")),
+                        ]);
+                    }
+                    r
+                })
+                .collect();
             (h, rows)
         }
-        "Namespace" => (vec!["NAME", "STATUS", "AGE"], objects.iter().map(|o| vec![s(o, "/metadata/name").into(), or_none(s(o, "/status/phase")), created(o)]).collect()),
+        "Namespace" => (
+            vec!["NAME", "STATUS", "AGE"],
+            objects
+                .iter()
+                .map(|o| {
+                    vec![
+                        s(o, "/metadata/name").into(),
+                        or_none(s(o, "/status/phase")),
+                        created(o),
+                    ]
+                })
+                .collect(),
+        ),
         "ReplicaSet" => {
             let mut h = vec!["NAME", "DESIRED", "CURRENT", "READY", "AGE"];
             if wide {
                 h.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
             }
-            let rows = objects.iter().map(|o| {
-                let mut r = vec![s(o, "/metadata/name").into(), n(o, "/spec/replicas").to_string(), n(o, "/status/replicas").to_string(), n(o, "/status/readyReplicas").to_string(), created(o)];
-                if wide {
-                    let (c, i) = images(o.pointer("/spec/template/spec"));
-                    r.extend([c, i, selector_text(o.pointer("/spec/selector"))]);
-                }
-                r
-            }).collect();
+            let rows = objects
+                .iter()
+                .map(|o| {
+                    let mut r = vec![
+                        s(o, "/metadata/name").into(),
+                        n(o, "/spec/replicas").to_string(),
+                        n(o, "/status/replicas").to_string(),
+                        n(o, "/status/readyReplicas").to_string(),
+                        created(o),
+                    ];
+                    if wide {
+                        let (c, i) = images(o.pointer("/spec/template/spec"));
+                        r.extend([c, i, selector_text(o.pointer("/spec/selector"))]);
+                    }
+                    r
+                })
+                .collect();
             (h, rows)
         }
         "Deployment" => {
@@ -284,53 +410,221 @@ pub fn build(kind: &str, objects: &[Value], wide: bool, namespaced_column: bool,
             if wide {
                 h.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
             }
-            let rows = objects.iter().map(|o| {
-                let mut r = vec![s(o, "/metadata/name").into(), format!("{}/{}", n(o, "/status/readyReplicas"), n(o, "/spec/replicas")), n(o, "/status/updatedReplicas").to_string(), n(o, "/status/availableReplicas").to_string(), created(o)];
-                if wide {
-                    let (c, i) = images(o.pointer("/spec/template/spec"));
-                    r.extend([c, i, selector_text(o.pointer("/spec/selector"))]);
-                }
-                r
-            }).collect();
+            let rows = objects
+                .iter()
+                .map(|o| {
+                    let mut r = vec![
+                        s(o, "/metadata/name").into(),
+                        format!(
+                            "{}/{}",
+                            n(o, "/status/readyReplicas"),
+                            n(o, "/spec/replicas")
+                        ),
+                        n(o, "/status/updatedReplicas").to_string(),
+                        n(o, "/status/availableReplicas").to_string(),
+                        created(o),
+                    ];
+                    if wide {
+                        let (c, i) = images(o.pointer("/spec/template/spec"));
+                        r.extend([c, i, selector_text(o.pointer("/spec/selector"))]);
+                    }
+                    r
+                })
+                .collect();
             (h, rows)
         }
-        "DaemonSet" => (vec!["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE SELECTOR", "AGE"], objects.iter().map(|o| {
-            let ns = o.pointer("/spec/template/spec/nodeSelector").map(|v| selector_text(Some(v))).unwrap_or_else(|| "<none>".into());
-            vec![s(o, "/metadata/name").into(), n(o, "/status/desiredNumberScheduled").to_string(), n(o, "/status/currentNumberScheduled").to_string(), n(o, "/status/numberReady").to_string(), n(o, "/status/updatedNumberScheduled").to_string(), n(o, "/status/numberAvailable").to_string(), ns, created(o)]
-        }).collect()),
-        "Job" => (vec!["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"], objects.iter().map(|o| {
-            let status = if condition(o, "Complete").is_some_and(|c| s(c, "/status") == "True") { "Complete" } else if condition(o, "Failed").is_some_and(|c| s(c, "/status") == "True") { "Failed" } else { "Running" };
-            let completions = o.pointer("/spec/completions").and_then(|c| c.as_i64()).map(|c| c.to_string()).unwrap_or_else(|| "1".into());
-            let duration = match (o.pointer("/status/startTime").and_then(|v| v.as_str()), o.pointer("/status/completionTime").and_then(|v| v.as_str())) {
-                (Some(start), Some(end)) => DateTime::parse_from_rfc3339(end).map(|e| age(start, e.with_timezone(&Utc))).unwrap_or_default(),
-                (Some(start), None) => age(start, now),
-                _ => String::new(),
-            };
-            vec![s(o, "/metadata/name").into(), status.into(), format!("{}/{completions}", n(o, "/status/succeeded")), duration, created(o)]
-        }).collect()),
+        "DaemonSet" => (
+            vec![
+                "NAME",
+                "DESIRED",
+                "CURRENT",
+                "READY",
+                "UP-TO-DATE",
+                "AVAILABLE",
+                "NODE SELECTOR",
+                "AGE",
+            ],
+            objects
+                .iter()
+                .map(|o| {
+                    let ns = o
+                        .pointer("/spec/template/spec/nodeSelector")
+                        .map(|v| selector_text(Some(v)))
+                        .unwrap_or_else(|| "<none>".into());
+                    vec![
+                        s(o, "/metadata/name").into(),
+                        n(o, "/status/desiredNumberScheduled").to_string(),
+                        n(o, "/status/currentNumberScheduled").to_string(),
+                        n(o, "/status/numberReady").to_string(),
+                        n(o, "/status/updatedNumberScheduled").to_string(),
+                        n(o, "/status/numberAvailable").to_string(),
+                        ns,
+                        created(o),
+                    ]
+                })
+                .collect(),
+        ),
+        "Job" => (
+            vec!["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
+            objects
+                .iter()
+                .map(|o| {
+                    let status = if condition(o, "Complete")
+                        .is_some_and(|c| s(c, "/status") == "True")
+                    {
+                        "Complete"
+                    } else if condition(o, "Failed").is_some_and(|c| s(c, "/status") == "True") {
+                        "Failed"
+                    } else {
+                        "Running"
+                    };
+                    let completions = o
+                        .pointer("/spec/completions")
+                        .and_then(|c| c.as_i64())
+                        .map(|c| c.to_string())
+                        .unwrap_or_else(|| "1".into());
+                    let duration = match (
+                        o.pointer("/status/startTime").and_then(|v| v.as_str()),
+                        o.pointer("/status/completionTime").and_then(|v| v.as_str()),
+                    ) {
+                        (Some(start), Some(end)) => DateTime::parse_from_rfc3339(end)
+                            .map(|e| age(start, e.with_timezone(&Utc)))
+                            .unwrap_or_default(),
+                        (Some(start), None) => age(start, now),
+                        _ => String::new(),
+                    };
+                    vec![
+                        s(o, "/metadata/name").into(),
+                        status.into(),
+                        format!("{}/{completions}", n(o, "/status/succeeded")),
+                        duration,
+                        created(o),
+                    ]
+                })
+                .collect(),
+        ),
         "Service" => {
-            let mut h = vec!["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"];
+            let mut h = vec![
+                "NAME",
+                "TYPE",
+                "CLUSTER-IP",
+                "EXTERNAL-IP",
+                "PORT(S)",
+                "AGE",
+            ];
             if wide {
                 h.push("SELECTOR");
             }
-            let rows = objects.iter().map(|o| {
-                let mut r = vec![s(o, "/metadata/name").into(), or_none(s(o, "/spec/type")), or_none(s(o, "/spec/clusterIP")), "<none>".into(), service_ports(o), created(o)];
-                if wide {
-                    r.push(selector_text(o.pointer("/spec/selector")));
-                }
-                r
-            }).collect();
+            let rows = objects
+                .iter()
+                .map(|o| {
+                    let mut r = vec![
+                        s(o, "/metadata/name").into(),
+                        or_none(s(o, "/spec/type")),
+                        or_none(s(o, "/spec/clusterIP")),
+                        "<none>".into(),
+                        service_ports(o),
+                        created(o),
+                    ];
+                    if wide {
+                        r.push(selector_text(o.pointer("/spec/selector")));
+                    }
+                    r
+                })
+                .collect();
             (h, rows)
         }
-        "Endpoints" => (vec!["NAME", "ENDPOINTS", "AGE"], objects.iter().map(|o| vec![s(o, "/metadata/name").into(), endpoints_text(o), created(o)]).collect()),
-        "Event" => (vec!["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], objects.iter().map(|o| {
-            let last = [s(o, "/lastTimestamp"), s(o, "/eventTime"), s(o, "/metadata/creationTimestamp")].into_iter().find(|t| !t.is_empty()).unwrap_or("");
-            vec![age(last, now), s(o, "/type").into(), s(o, "/reason").into(), format!("{}/{}", s(o, "/involvedObject/kind").to_lowercase(), s(o, "/involvedObject/name")), s(o, "/message").into()]
-        }).collect()),
-        "HorizontalPodAutoscaler" => (vec!["NAME", "REFERENCE", "MINPODS", "MAXPODS", "REPLICAS", "AGE"], objects.iter().map(|o| vec![s(o, "/metadata/name").into(), format!("{}/{}", s(o, "/spec/scaleTargetRef/kind"), s(o, "/spec/scaleTargetRef/name")), n(o, "/spec/minReplicas").to_string(), n(o, "/spec/maxReplicas").to_string(), n(o, "/status/currentReplicas").to_string(), created(o)]).collect()),
-        "Lease" => (vec!["NAME", "HOLDER", "AGE"], objects.iter().map(|o| vec![s(o, "/metadata/name").into(), or_none(s(o, "/spec/holderIdentity")), created(o)]).collect()),
-        "PriorityClass" => (vec!["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE"], objects.iter().map(|o| vec![s(o, "/metadata/name").into(), n(o, "/value").to_string(), o.get("globalDefault").and_then(|g| g.as_bool()).unwrap_or(false).to_string(), created(o)]).collect()),
-        _ => (vec!["NAME", "AGE"], objects.iter().map(|o| vec![s(o, "/metadata/name").into(), created(o)]).collect()),
+        "Endpoints" => (
+            vec!["NAME", "ENDPOINTS", "AGE"],
+            objects
+                .iter()
+                .map(|o| vec![s(o, "/metadata/name").into(), endpoints_text(o), created(o)])
+                .collect(),
+        ),
+        "Event" => (
+            vec!["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+            objects
+                .iter()
+                .map(|o| {
+                    let last = [
+                        s(o, "/lastTimestamp"),
+                        s(o, "/eventTime"),
+                        s(o, "/metadata/creationTimestamp"),
+                    ]
+                    .into_iter()
+                    .find(|t| !t.is_empty())
+                    .unwrap_or("");
+                    vec![
+                        age(last, now),
+                        s(o, "/type").into(),
+                        s(o, "/reason").into(),
+                        format!(
+                            "{}/{}",
+                            s(o, "/involvedObject/kind").to_lowercase(),
+                            s(o, "/involvedObject/name")
+                        ),
+                        s(o, "/message").into(),
+                    ]
+                })
+                .collect(),
+        ),
+        "HorizontalPodAutoscaler" => (
+            vec!["NAME", "REFERENCE", "MINPODS", "MAXPODS", "REPLICAS", "AGE"],
+            objects
+                .iter()
+                .map(|o| {
+                    vec![
+                        s(o, "/metadata/name").into(),
+                        format!(
+                            "{}/{}",
+                            s(o, "/spec/scaleTargetRef/kind"),
+                            s(o, "/spec/scaleTargetRef/name")
+                        ),
+                        n(o, "/spec/minReplicas").to_string(),
+                        n(o, "/spec/maxReplicas").to_string(),
+                        n(o, "/status/currentReplicas").to_string(),
+                        created(o),
+                    ]
+                })
+                .collect(),
+        ),
+        "Lease" => (
+            vec!["NAME", "HOLDER", "AGE"],
+            objects
+                .iter()
+                .map(|o| {
+                    vec![
+                        s(o, "/metadata/name").into(),
+                        or_none(s(o, "/spec/holderIdentity")),
+                        created(o),
+                    ]
+                })
+                .collect(),
+        ),
+        "PriorityClass" => (
+            vec!["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE"],
+            objects
+                .iter()
+                .map(|o| {
+                    vec![
+                        s(o, "/metadata/name").into(),
+                        n(o, "/value").to_string(),
+                        o.get("globalDefault")
+                            .and_then(|g| g.as_bool())
+                            .unwrap_or(false)
+                            .to_string(),
+                        created(o),
+                    ]
+                })
+                .collect(),
+        ),
+        _ => (
+            vec!["NAME", "AGE"],
+            objects
+                .iter()
+                .map(|o| vec![s(o, "/metadata/name").into(), created(o)])
+                .collect(),
+        ),
     };
     let mut rows = rows;
     if namespaced_column {
@@ -345,7 +639,10 @@ pub fn build(kind: &str, objects: &[Value], wide: bool, namespaced_column: bool,
             row.push(labels(obj));
         }
     }
-    Table { headers: headers.into_iter().map(String::from).collect(), rows }
+    Table {
+        headers: headers.into_iter().map(String::from).collect(),
+        rows,
+    }
 }
 
 #[cfg(test)]
@@ -355,7 +652,9 @@ mod tests {
 
     #[test]
     fn ages_read_like_kubectl() {
-        let now = DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z").unwrap().with_timezone(&Utc);
+        let now = DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
         assert_eq!(age("2026-01-01T23:59:15Z", now), "45s");
         assert_eq!(age("2026-01-01T23:54:48Z", now), "5m12s");
         assert_eq!(age("2026-01-01T21:00:00Z", now), "3h0m");

@@ -20,13 +20,16 @@ pub fn default_data_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("XDG_DATA_HOME") {
         return PathBuf::from(dir).join("shoal");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/lib"));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/lib"));
     home.join(".local/share/shoal")
 }
 
 pub async fn run(args: UpArgs) -> Result<()> {
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
-    std::fs::create_dir_all(&data_dir).with_context(|| format!("creating data dir {}", data_dir.display()))?;
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("creating data dir {}", data_dir.display()))?;
 
     let mut natsd = None;
     let url = match &args.join {
@@ -42,20 +45,30 @@ pub async fn run(args: UpArgs) -> Result<()> {
                 );
             }
             let config = NatsdConfig::new(args.port, data_dir.join("nats"));
-            eprintln!("starting nats-server on port {} (store {}) …", args.port, config.data_dir.display());
+            eprintln!(
+                "starting nats-server on port {} (store {}) …",
+                args.port,
+                config.data_dir.display()
+            );
             let server = Natsd::start(config).await.context("starting nats-server")?;
             let url = server.url();
             natsd = Some(server);
             url
         }
     };
-    let nats = shoal_bus::connect(&url, "shoal-up").await.with_context(|| format!("connecting to {url}"))?;
+    let nats = shoal_bus::connect(&url, "shoal-up")
+        .await
+        .with_context(|| format!("connecting to {url}"))?;
 
     let marker = data_dir.join(MARKER);
     let store = match Store::open(nats.clone()).await {
         Ok(store) => store,
         Err(StoreError::StreamMissing) => {
-            let first_start = if args.join.is_some() { args.init } else { !marker.exists() };
+            let first_start = if args.join.is_some() {
+                args.init
+            } else {
+                !marker.exists()
+            };
             if !first_start {
                 bail!(
                     "the cluster's state stream is missing{}: refusing to start with an empty view of a cluster that existed. Restore the JetStream store, or start a new cluster ({})",
@@ -64,21 +77,31 @@ pub async fn run(args: UpArgs) -> Result<()> {
                 );
             }
             let js = async_nats::jetstream::new(nats.clone());
-            ensure_stream(&js, &StreamSettings { replicas: args.replicas }).await?;
-            std::fs::write(&marker, chrono::Utc::now().to_rfc3339()).context("writing cluster marker")?;
+            ensure_stream(
+                &js,
+                &StreamSettings {
+                    replicas: args.replicas,
+                },
+            )
+            .await?;
+            std::fs::write(&marker, chrono::Utc::now().to_rfc3339())
+                .context("writing cluster marker")?;
             Store::open(nats.clone()).await?
         }
         Err(e) => return Err(e.into()),
     };
     if args.join.is_none() && !marker.exists() {
-        std::fs::write(&marker, chrono::Utc::now().to_rfc3339()).context("writing cluster marker")?;
+        std::fs::write(&marker, chrono::Utc::now().to_rfc3339())
+            .context("writing cluster marker")?;
     }
 
     let informers = InformerFactory::new(store.clone());
     let (trigger, shutdown) = shoal_bus::shutdown::channel();
     let api_task = {
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
-        let config = shoal_api::ApiConfig { informers: Some(informers.clone()) };
+        let config = shoal_api::ApiConfig {
+            informers: Some(informers.clone()),
+        };
         actix::spawn(async move {
             if let Err(e) = shoal_api::run(config, nats, shutdown.wait()).await {
                 eprintln!("error: API actor: {e}");
@@ -86,7 +109,9 @@ pub async fn run(args: UpArgs) -> Result<()> {
         })
     };
     let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
-    shoal_api::bootstrap(&api).await.context("creating the cluster's namespaces")?;
+    shoal_api::bootstrap(&api)
+        .await
+        .context("creating the cluster's namespaces")?;
 
     let mut actors = vec!["api"];
     let controllers_task = {
@@ -102,7 +127,10 @@ pub async fn run(args: UpArgs) -> Result<()> {
     actors.push("controllers");
     let scheduler_task = {
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
-        let config = shoal_scheduler::SchedulerConfig { informers: Some(informers.clone()), ..Default::default() };
+        let config = shoal_scheduler::SchedulerConfig {
+            informers: Some(informers.clone()),
+            ..Default::default()
+        };
         actix::spawn(async move {
             if let Err(e) = shoal_scheduler::run(config, nats, shutdown.wait()).await {
                 eprintln!("error: scheduler: {e}");
@@ -114,7 +142,8 @@ pub async fn run(args: UpArgs) -> Result<()> {
         None
     } else {
         let name = crate::node::hostname();
-        let backend = crate::node::linux_backend(data_dir.join("node"), "shoal0", &args.pod_cidr, &name)?;
+        let backend =
+            crate::node::linux_backend(data_dir.join("node"), &args.bridge, &args.pod_cidr, &name)?;
         let mut config = shoal_agent::AgentConfig::new(name, args.pod_cidr.clone());
         config.informers = Some(informers.clone());
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
@@ -160,8 +189,15 @@ async fn wait_for_signal() {
 /// Reads a joined server's monitoring endpoint and warns when acknowledged writes might not
 /// survive a power loss, or the server is older than Shoal supports.
 async fn warn_about_server(url: &str, monitor: Option<&str>) {
-    let host = url.trim_start_matches("nats://").split(':').next().unwrap_or("127.0.0.1").to_string();
-    let monitor = monitor.map(String::from).unwrap_or_else(|| format!("{host}:8222"));
+    let host = url
+        .trim_start_matches("nats://")
+        .split(':')
+        .next()
+        .unwrap_or("127.0.0.1")
+        .to_string();
+    let monitor = monitor
+        .map(String::from)
+        .unwrap_or_else(|| format!("{host}:8222"));
     match fetch_varz(&monitor).await {
         Ok(varz) => {
             let version = varz.get("version").and_then(|v| v.as_str()).unwrap_or("");
@@ -182,8 +218,14 @@ async fn warn_about_server(url: &str, monitor: Option<&str>) {
 
 async fn fetch_varz(hostport: &str) -> Result<serde_json::Value> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(hostport)).await??;
-    stream.write_all(format!("GET /varz HTTP/1.0\r\nHost: {hostport}\r\n\r\n").as_bytes()).await?;
+    let mut stream = tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::net::TcpStream::connect(hostport),
+    )
+    .await??;
+    stream
+        .write_all(format!("GET /varz HTTP/1.0\r\nHost: {hostport}\r\n\r\n").as_bytes())
+        .await?;
     let mut body = Vec::new();
     tokio::time::timeout(Duration::from_secs(3), stream.read_to_end(&mut body)).await??;
     let text = String::from_utf8_lossy(&body);

@@ -11,11 +11,19 @@ use nix::unistd::Pid;
 const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn shoal(url: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(SHOAL).args(args).env("SHOAL_NATS", url).output().unwrap();
+    let out = Command::new(SHOAL)
+        .args(args)
+        .env("SHOAL_NATS", url)
+        .output()
+        .unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -60,7 +68,9 @@ fn up_keeps_state_across_a_restart() {
     let port = free_port();
     let url = format!("nats://127.0.0.1:{port}");
     let mut up = start_up(dir.path(), port);
-    wait_until("the cluster", Duration::from_secs(30), || shoal(&url, &["get", "ns", "default"]).0);
+    wait_until("the cluster", Duration::from_secs(30), || {
+        shoal(&url, &["get", "ns", "default"]).0
+    });
 
     let manifest = dir.path().join("pod.yaml");
     std::fs::write(&manifest, MANIFEST).unwrap();
@@ -68,17 +78,29 @@ fn up_keeps_state_across_a_restart() {
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "pod/keep-me created");
     let (_, out, _) = shoal(&url, &["apply", "-f", manifest.to_str().unwrap()]);
-    assert_eq!(out.trim(), "pod/keep-me unchanged", "re-applying writes nothing");
+    assert_eq!(
+        out.trim(),
+        "pod/keep-me unchanged",
+        "re-applying writes nothing"
+    );
     let (_, before, _) = shoal(&url, &["get", "po", "keep-me", "-o", "json"]);
 
     stop(&mut up);
     assert!(!shoal(&url, &["get", "ns"]).0, "the cluster is down");
     let mut up = start_up(dir.path(), port);
-    wait_until("the restarted cluster", Duration::from_secs(30), || shoal(&url, &["get", "ns", "default"]).0);
+    wait_until("the restarted cluster", Duration::from_secs(30), || {
+        shoal(&url, &["get", "ns", "default"]).0
+    });
     let (ok, after, err) = shoal(&url, &["get", "po", "keep-me", "-o", "json"]);
     assert!(ok, "{err}");
-    let uid = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap()["metadata"]["uid"].clone();
-    assert_eq!(uid(&before), uid(&after), "the same object survived the restart");
+    let uid = |text: &str| {
+        serde_json::from_str::<serde_json::Value>(text).unwrap()["metadata"]["uid"].clone()
+    };
+    assert_eq!(
+        uid(&before),
+        uid(&after),
+        "the same object survived the restart"
+    );
     let (_, table, _) = shoal(&url, &["get", "po", "-l", "app=web"]);
     assert!(table.contains("keep-me"), "{table}");
     stop(&mut up);
@@ -90,7 +112,9 @@ fn a_data_dir_whose_state_stream_vanished_is_refused() {
     let port = free_port();
     let url = format!("nats://127.0.0.1:{port}");
     let mut up = start_up(dir.path(), port);
-    wait_until("the cluster", Duration::from_secs(30), || shoal(&url, &["get", "ns", "default"]).0);
+    wait_until("the cluster", Duration::from_secs(30), || {
+        shoal(&url, &["get", "ns", "default"]).0
+    });
     stop(&mut up);
     std::fs::remove_dir_all(dir.path().join("nats/jetstream")).unwrap();
 
@@ -99,7 +123,10 @@ fn a_data_dir_whose_state_stream_vanished_is_refused() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(!out.status.success(), "must refuse to start on an empty view");
+    assert!(
+        !out.status.success(),
+        "must refuse to start on an empty view"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("state stream is missing"), "{err}");
 }
@@ -110,13 +137,18 @@ fn bad_documents_are_reported_by_index_and_nothing_is_applied() {
     let port = free_port();
     let url = format!("nats://127.0.0.1:{port}");
     let mut up = start_up(dir.path(), port);
-    wait_until("the cluster", Duration::from_secs(30), || shoal(&url, &["get", "ns", "default"]).0);
+    wait_until("the cluster", Duration::from_secs(30), || {
+        shoal(&url, &["get", "ns", "default"]).0
+    });
     let manifest = dir.path().join("mixed.yaml");
     let bad = "---\napiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec:\n  containers:\n  - {name: a, imagee: x}\n";
     std::fs::write(&manifest, format!("{MANIFEST}{bad}")).unwrap();
     let (ok, _, err) = shoal(&url, &["apply", "-f", manifest.to_str().unwrap()]);
     assert!(!ok);
-    assert!(err.contains("document 1") && err.contains("spec.containers[0].imagee"), "{err}");
+    assert!(
+        err.contains("document 1") && err.contains("spec.containers[0].imagee"),
+        "{err}"
+    );
     let (_, _, err) = shoal(&url, &["get", "po", "keep-me"]);
     assert!(err.contains("not found"), "nothing applied: {err}");
     stop(&mut up);

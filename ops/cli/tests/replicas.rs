@@ -14,7 +14,14 @@ use shoal_api::local::LocalCluster;
 async fn killing_one_api_replica_under_load_loses_no_request() {
     let cluster = LocalCluster::start().await.unwrap();
     let mut replica = Command::new(env!("CARGO_BIN_EXE_shoal"))
-        .args(["up", "--no-node", "--join", &cluster.url(), "--monitor", "127.0.0.1:1"])
+        .args([
+            "up",
+            "--no-node",
+            "--join",
+            &cluster.url(),
+            "--monitor",
+            "127.0.0.1:1",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -23,9 +30,15 @@ async fn killing_one_api_replica_under_load_loses_no_request() {
     let stdout = replica.stdout.take().unwrap();
     let ready = tokio::task::spawn_blocking(move || {
         use std::io::BufRead;
-        std::io::BufReader::new(stdout).lines().map_while(Result::ok).any(|l| l.contains("cluster is up"))
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("cluster is up"))
     });
-    assert!(tokio::time::timeout(Duration::from_secs(30), ready).await.unwrap().unwrap());
+    assert!(tokio::time::timeout(Duration::from_secs(30), ready)
+        .await
+        .unwrap()
+        .unwrap());
 
     let api = cluster.api();
     let done = Arc::new(AtomicUsize::new(0));
@@ -61,7 +74,12 @@ async fn killing_one_api_replica_under_load_loses_no_request() {
         }
     }
     eprintln!("slowest create {slowest:?}");
-    assert!(failures.is_empty(), "{} requests failed: {:?}", failures.len(), &failures[..failures.len().min(3)]);
+    assert!(
+        failures.is_empty(),
+        "{} requests failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(3)]
+    );
     let pods = api.list::<Pod>(&ListOptions::default()).await.unwrap();
     assert_eq!(pods.items.len(), total, "every create landed exactly once");
 }

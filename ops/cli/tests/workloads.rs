@@ -53,7 +53,11 @@ impl Env {
             }
         });
         let api = cluster.api();
-        Env { cluster, api, _controllers: trigger }
+        Env {
+            cluster,
+            api,
+            _controllers: trigger,
+        }
     }
 
     fn url(&self) -> String {
@@ -72,7 +76,12 @@ async fn shoal(env: &Env, args: &[&str]) -> Out {
     let url = env.url();
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     tokio::task::spawn_blocking(move || {
-        let out = Command::new(SHOAL).args(&args).env("SHOAL_NATS", url).env_remove("SHOAL_LOG").output().expect("run shoal");
+        let out = Command::new(SHOAL)
+            .args(&args)
+            .env("SHOAL_NATS", url)
+            .env_remove("SHOAL_LOG")
+            .output()
+            .expect("run shoal");
         let out = Out {
             ok: out.status.success(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -92,7 +101,10 @@ where
 {
     let start = Instant::now();
     while !check().await {
-        assert!(start.elapsed() < T, "timed out after {T:?} waiting for: {what}");
+        assert!(
+            start.elapsed() < T,
+            "timed out after {T:?} waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -130,21 +142,45 @@ async fn edit(api: &ApiClient, name: &str, change: impl Fn(&mut Deployment)) {
 }
 
 fn image_of(template_spec: &bus_schemas::kinds::PodSpec) -> &str {
-    template_spec.containers.first().map(|c| c.image.as_str()).unwrap_or("")
+    template_spec
+        .containers
+        .first()
+        .map(|c| c.image.as_str())
+        .unwrap_or("")
 }
 
 async fn owned_replicasets(api: &ApiClient, name: &str) -> Vec<ReplicaSet> {
     let d = api.get::<Deployment>("default", name).await.unwrap();
-    let rss = api.list::<ReplicaSet>(&ListOptions { namespace: "default".into(), ..Default::default() }).await.unwrap();
+    let rss = api
+        .list::<ReplicaSet>(&ListOptions {
+            namespace: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     rss.items
         .into_iter()
-        .filter(|rs| rs.metadata.controller_ref().is_some_and(|r| r.uid == d.metadata.uid))
+        .filter(|rs| {
+            rs.metadata
+                .controller_ref()
+                .is_some_and(|r| r.uid == d.metadata.uid)
+        })
         .collect()
 }
 
 async fn live_pods(api: &ApiClient, app: &str) -> Vec<Pod> {
-    let options = ListOptions { namespace: "default".into(), label_selector: format!("app={app}"), ..Default::default() };
-    api.list::<Pod>(&options).await.unwrap().items.into_iter().filter(|p| !p.metadata.is_deleting()).collect()
+    let options = ListOptions {
+        namespace: "default".into(),
+        label_selector: format!("app={app}"),
+        ..Default::default()
+    };
+    api.list::<Pod>(&options)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| !p.metadata.is_deleting())
+        .collect()
 }
 
 /// Stands in for the node agent of `node` (and for the scheduler's binding): every pod
@@ -152,6 +188,8 @@ async fn live_pods(api: &ApiClient, app: &str) -> Vec<Pod> {
 /// respects spec.unschedulable), then reported Running and Ready; a graceful deletion of a
 /// pod bound to `node` is confirmed (deleted again with grace 0), as the agent does once the
 /// containers stopped. It acts only while enabled, so a test can hold a rollout mid-way.
+/// The Node object must exist, as an agent registers it: pods bound to a node that does not
+/// exist are garbage collected.
 struct NodeStandIn {
     enabled: Arc<AtomicBool>,
     handle: tokio::task::JoinHandle<()>,
@@ -168,9 +206,13 @@ impl NodeStandIn {
                 if !on.load(Ordering::SeqCst) {
                     continue;
                 }
-                let pods = match api.list::<Pod>(&ListOptions::default()).await { Ok(p) => p, Err(e) => { eprintln!("DEBUG list: {e}"); continue } };
-                let cordoned = api.get::<Node>("", &node).await.is_ok_and(|n| n.spec.unschedulable);
-                eprintln!("DEBUG loop: {} pods, {} wanted, cordoned={cordoned}", pods.items.len(), pods.items.iter().filter(|p| wanted(p)).count());
+                let Ok(pods) = api.list::<Pod>(&ListOptions::default()).await else {
+                    continue;
+                };
+                let cordoned = api
+                    .get::<Node>("", &node)
+                    .await
+                    .is_ok_and(|n| n.spec.unschedulable);
                 for pod in pods.items.iter().filter(|p| wanted(p)) {
                     let result = if pod.metadata.is_deleting() {
                         if pod.spec.node_name != node {
@@ -197,7 +239,7 @@ impl NodeStandIn {
                     };
                     match result {
                         Ok(()) => {}
-                        Err(e) if e.is_not_found() || e.is_conflict() => eprintln!("DEBUG stand-in {}: {e}", pod.metadata.name),
+                        Err(e) if e.is_not_found() || e.is_conflict() => {}
                         Err(e) => eprintln!("node stand-in: pod {}: {e}", pod.metadata.name),
                     }
                 }
@@ -238,7 +280,12 @@ fn running_and_ready(pod: &Pod) -> Pod {
             image: c.image.clone(),
             ready: true,
             started: Some(true),
-            state: ContainerState { running: Some(ContainerStateRunning { started_at: Some(now) }), ..Default::default() },
+            state: ContainerState {
+                running: Some(ContainerStateRunning {
+                    started_at: Some(now),
+                }),
+                ..Default::default()
+            },
             ..Default::default()
         })
         .collect();
@@ -246,7 +293,10 @@ fn running_and_ready(pod: &Pod) -> Pod {
 }
 
 fn has_label(pod: &Pod, apps: &[&str]) -> bool {
-    pod.metadata.labels.get("app").is_some_and(|a| apps.contains(&a.as_str()))
+    pod.metadata
+        .labels
+        .get("app")
+        .is_some_and(|a| apps.contains(&a.as_str()))
 }
 
 /// Runs `shoal rollout status` while the stand-in is held, and lets the rollout continue only
@@ -263,64 +313,152 @@ async fn status_across_a_held_rollout(env: &Env, standin: &NodeStandIn, name: &s
     let stdout = child.stdout.take().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let reader = tokio::task::spawn_blocking(move || {
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
             let _ = tx.send(line);
         }
     });
     let mut lines = Vec::new();
-    while !lines.iter().any(|l: &String| l.contains("rollout to finish")) {
+    while !lines
+        .iter()
+        .any(|l: &String| l.contains("rollout to finish"))
+    {
         match tokio::time::timeout(T, rx.recv()).await {
             Ok(Some(line)) => lines.push(line),
-            other => panic!("rollout status never reported progress ({other:?}); printed {lines:?}"),
+            other => {
+                panic!("rollout status never reported progress ({other:?}); printed {lines:?}")
+            }
         }
     }
     standin.set_enabled(true);
-    while let Some(line) = tokio::time::timeout(T, rx.recv()).await.expect("rollout status finishes") {
+    while let Some(line) = tokio::time::timeout(T, rx.recv())
+        .await
+        .expect("rollout status finishes")
+    {
         lines.push(line);
     }
     reader.await.unwrap();
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
     let out = Out {
         ok: out.status.success(),
         stdout: lines.join("\n"),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     };
-    eprintln!("$ shoal rollout status {target}\n{}\n{}", out.stdout, out.stderr);
+    eprintln!(
+        "$ shoal rollout status {target}\n{}\n{}",
+        out.stdout, out.stderr
+    );
     out
 }
 
+async fn create_node(api: &ApiClient, name: &str) {
+    let node: Node = from_json(serde_json::json!({"metadata": {"name": name}}));
+    api.create(&node).await.unwrap();
+}
+
 async fn rolled_out_to(env: &Env, name: &str, image: &str) {
-    let out = shoal(env, &["rollout", "status", &format!("deploy/{name}"), "--timeout", "20s"]).await;
+    let out = shoal(
+        env,
+        &[
+            "rollout",
+            "status",
+            &format!("deploy/{name}"),
+            "--timeout",
+            "90s",
+        ],
+    )
+    .await;
     if !out.ok {
         for p in live_pods(&env.api, name).await {
-            eprintln!("pod {} node={:?} phase={} ready={} owners={:?}", p.metadata.name, p.spec.node_name, p.status.phase, p.is_ready(), p.metadata.owner_references);
+            eprintln!(
+                "pod {} node={:?} phase={} ready={} owners={:?}",
+                p.metadata.name,
+                p.spec.node_name,
+                p.status.phase,
+                p.is_ready(),
+                p.metadata.owner_references
+            );
         }
         for rs in owned_replicasets(&env.api, name).await {
-            eprintln!("rs {} spec={:?} status={:?}", rs.metadata.name, rs.spec.replicas, rs.status);
+            eprintln!(
+                "rs {} spec={:?} status={:?}",
+                rs.metadata.name, rs.spec.replicas, rs.status
+            );
         }
     }
     assert!(out.ok, "{}", out.stderr);
-    assert_eq!(out.stdout.lines().last(), Some(format!("deployment \"{name}\" successfully rolled out").as_str()));
+    assert_eq!(
+        out.stdout.lines().last(),
+        Some(format!("deployment \"{name}\" successfully rolled out").as_str())
+    );
     let pods = live_pods(&env.api, name).await;
-    assert!(pods.iter().all(|p| image_of(&p.spec) == image), "every pod runs {image}");
+    assert!(
+        pods.iter().all(|p| image_of(&p.spec) == image),
+        "every pod runs {image}"
+    );
 }
 
 #[actix::test]
 async fn scale_status_history_and_undo() {
     let env = Env::start().await;
+    create_node(&env.api, "sim-1").await;
     let standin = NodeStandIn::start(env.api.clone(), "sim-1", |p| has_label(p, &["web"]));
-    env.api.create(&deployment("web", 2, "shoal/web:v1")).await.unwrap();
+    env.api
+        .create(&deployment("web", 2, "shoal/web:v1"))
+        .await
+        .unwrap();
 
     // scale: both target forms, the precondition, and kinds that cannot scale.
     let out = shoal(&env, &["scale", "deploy/web", "--replicas", "3"]).await;
     assert!(out.ok, "{}", out.stderr);
     assert_eq!(out.stdout.trim(), "deployment.apps/web scaled");
-    assert_eq!(env.api.get::<Deployment>("default", "web").await.unwrap().spec.replicas, Some(3));
-    let out = shoal(&env, &["scale", "deployment", "web", "--replicas", "5", "--current-replicas", "2"]).await;
-    assert!(!out.ok && out.stderr.contains("has 3 replicas, not the 2"), "{}", out.stderr);
-    assert_eq!(env.api.get::<Deployment>("default", "web").await.unwrap().spec.replicas, Some(3));
+    assert_eq!(
+        env.api
+            .get::<Deployment>("default", "web")
+            .await
+            .unwrap()
+            .spec
+            .replicas,
+        Some(3)
+    );
+    let out = shoal(
+        &env,
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "--replicas",
+            "5",
+            "--current-replicas",
+            "2",
+        ],
+    )
+    .await;
+    assert!(
+        !out.ok && out.stderr.contains("has 3 replicas, not the 2"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        env.api
+            .get::<Deployment>("default", "web")
+            .await
+            .unwrap()
+            .spec
+            .replicas,
+        Some(3)
+    );
     let out = shoal(&env, &["scale", "svc/web", "--replicas", "1"]).await;
-    assert!(!out.ok && out.stderr.contains("cannot scale a Service"), "{}", out.stderr);
+    assert!(
+        !out.ok && out.stderr.contains("cannot scale a Service"),
+        "{}",
+        out.stderr
+    );
     rolled_out_to(&env, "web", "shoal/web:v1").await;
     assert_eq!(live_pods(&env.api, "web").await.len(), 3);
 
@@ -328,30 +466,79 @@ async fn scale_status_history_and_undo() {
     standin.set_enabled(false);
     edit(&env.api, "web", |d| {
         d.spec.template.spec.containers[0].image = "shoal/web:v2".into();
-        d.metadata.annotations.insert("kubernetes.io/change-cause".into(), "ship v2".into());
+        d.metadata
+            .annotations
+            .insert("kubernetes.io/change-cause".into(), "ship v2".into());
     })
     .await;
-    let out = shoal(&env, &["rollout", "status", "deploy/web", "--timeout", "1s"]).await;
-    assert!(!out.ok && out.stderr.contains("timed out after"), "{}", out.stderr);
+    let out = shoal(
+        &env,
+        &["rollout", "status", "deploy/web", "--timeout", "1s"],
+    )
+    .await;
+    assert!(
+        !out.ok && out.stderr.contains("timed out after"),
+        "{}",
+        out.stderr
+    );
     let out = shoal(&env, &["rollout", "status", "deploy/web", "-w=false"]).await;
-    assert!(out.ok && out.stdout.starts_with("Waiting for deployment"), "{}", out.stdout);
+    assert!(
+        out.ok && out.stdout.starts_with("Waiting for deployment"),
+        "{}",
+        out.stdout
+    );
     let out = status_across_a_held_rollout(&env, &standin, "web").await;
     assert!(out.ok, "{}", out.stderr);
-    assert!(out.stdout.contains("Waiting for deployment \"web\" rollout to finish: "), "{}", out.stdout);
-    assert!(out.stdout.ends_with("deployment \"web\" successfully rolled out"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("Waiting for deployment \"web\" rollout to finish: "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .ends_with("deployment \"web\" successfully rolled out"),
+        "{}",
+        out.stdout
+    );
     rolled_out_to(&env, "web", "shoal/web:v2").await;
 
     // history: two revisions, the current one with the Deployment's change cause.
     let out = shoal(&env, &["rollout", "history", "deploy/web"]).await;
     assert!(out.ok, "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().map(str::trim_end).collect();
-    assert_eq!(lines, ["deployment.apps/web", "REVISION  CHANGE-CAUSE", "1         <none>", "2         ship v2"]);
-    let out = shoal(&env, &["rollout", "history", "deploy/web", "--revision", "1"]).await;
+    assert_eq!(
+        lines,
+        [
+            "deployment.apps/web",
+            "REVISION  CHANGE-CAUSE",
+            "1         <none>",
+            "2         ship v2"
+        ]
+    );
+    let out = shoal(
+        &env,
+        &["rollout", "history", "deploy/web", "--revision", "1"],
+    )
+    .await;
     assert!(out.ok, "{}", out.stderr);
-    assert!(out.stdout.starts_with("deployment.apps/web with revision #1\n"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .starts_with("deployment.apps/web with revision #1\n"),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("image: shoal/web:v1"), "{}", out.stdout);
-    let out = shoal(&env, &["rollout", "history", "deploy/web", "--revision", "9"]).await;
-    assert!(!out.ok && out.stderr.contains("available revisions are 1, 2"), "{}", out.stderr);
+    let out = shoal(
+        &env,
+        &["rollout", "history", "deploy/web", "--revision", "9"],
+    )
+    .await;
+    assert!(
+        !out.ok && out.stderr.contains("available revisions are 1, 2"),
+        "{}",
+        out.stderr
+    );
 
     // undo: back to the first template, which becomes revision 3.
     let out = shoal(&env, &["rollout", "undo", "deploy/web"]).await;
@@ -359,35 +546,83 @@ async fn scale_status_history_and_undo() {
     assert_eq!(out.stdout.trim(), "deployment.apps/web rolled back");
     let d = env.api.get::<Deployment>("default", "web").await.unwrap();
     assert_eq!(image_of(&d.spec.template.spec), "shoal/web:v1");
-    assert!(!d.metadata.annotations.contains_key("kubernetes.io/change-cause"), "revision 1 had no change cause");
+    assert!(
+        !d.metadata
+            .annotations
+            .contains_key("kubernetes.io/change-cause"),
+        "revision 1 had no change cause"
+    );
     rolled_out_to(&env, "web", "shoal/web:v1").await;
-    assert_eq!(owned_replicasets(&env.api, "web").await.len(), 2, "undo reuses the old ReplicaSet");
+    assert_eq!(
+        owned_replicasets(&env.api, "web").await.len(),
+        2,
+        "undo reuses the old ReplicaSet"
+    );
     let out = shoal(&env, &["rollout", "history", "deploy/web"]).await;
-    let revisions: Vec<&str> = out.stdout.lines().skip(2).filter_map(|l| l.split_whitespace().next()).collect();
+    let revisions: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
     assert_eq!(revisions, ["2", "3"], "{}", out.stdout);
-    let out = shoal(&env, &["rollout", "undo", "deploy/web", "--to-revision", "3"]).await;
-    assert!(out.ok && out.stdout.contains("skipped rollback"), "{}", out.stdout);
-    let out = shoal(&env, &["rollout", "undo", "deploy/web", "--to-revision", "7"]).await;
-    assert!(!out.ok && out.stderr.contains("unable to find revision 7"), "{}", out.stderr);
+    let out = shoal(
+        &env,
+        &["rollout", "undo", "deploy/web", "--to-revision", "3"],
+    )
+    .await;
+    assert!(
+        out.ok && out.stdout.contains("skipped rollback"),
+        "{}",
+        out.stdout
+    );
+    let out = shoal(
+        &env,
+        &["rollout", "undo", "deploy/web", "--to-revision", "7"],
+    )
+    .await;
+    assert!(
+        !out.ok && out.stderr.contains("unable to find revision 7"),
+        "{}",
+        out.stderr
+    );
     let out = shoal(&env, &["rollout", "undo", "deploy/nosuch"]).await;
-    assert!(!out.ok && out.stderr.contains("not found"), "{}", out.stderr);
+    assert!(
+        !out.ok && out.stderr.contains("not found"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[actix::test]
 async fn pause_resume_restart_and_deadline() {
     let env = Env::start().await;
+    create_node(&env.api, "sim-1").await;
     let _standin = NodeStandIn::start(env.api.clone(), "sim-1", |p| has_label(p, &["api"]));
-    env.api.create(&deployment("api", 2, "shoal/api:v1")).await.unwrap();
+    env.api
+        .create(&deployment("api", 2, "shoal/api:v1"))
+        .await
+        .unwrap();
     rolled_out_to(&env, "api", "shoal/api:v1").await;
 
     // pause: a template change makes no new ReplicaSet.
     let out = shoal(&env, &["rollout", "pause", "deploy/api"]).await;
     assert!(out.ok, "{}", out.stderr);
     assert_eq!(out.stdout.trim(), "deployment.apps/api paused");
-    assert!(env.api.get::<Deployment>("default", "api").await.unwrap().spec.paused);
+    assert!(
+        env.api
+            .get::<Deployment>("default", "api")
+            .await
+            .unwrap()
+            .spec
+            .paused
+    );
     let out = shoal(&env, &["rollout", "pause", "deploy/api"]).await;
     assert_eq!(out.stdout.trim(), "deployment.apps/api already paused");
-    edit(&env.api, "api", |d| d.spec.template.spec.containers[0].image = "shoal/api:v2".into()).await;
+    edit(&env.api, "api", |d| {
+        d.spec.template.spec.containers[0].image = "shoal/api:v2".into()
+    })
+    .await;
     eventually("the controller to observe the paused change", || async {
         let d = env.api.get::<Deployment>("default", "api").await.unwrap();
         d.status.observed_generation >= d.metadata.generation
@@ -396,12 +631,28 @@ async fn pause_resume_restart_and_deadline() {
     let rss = owned_replicasets(&env.api, "api").await;
     assert_eq!(rss.len(), 1, "paused: no new ReplicaSet");
     assert_eq!(image_of(&rss[0].spec.template.spec), "shoal/api:v1");
-    let out = shoal(&env, &["rollout", "status", "deploy/api", "--timeout", "30s"]).await;
-    assert!(!out.ok && out.stderr.contains("is paused"), "{}", out.stderr);
+    let out = shoal(
+        &env,
+        &["rollout", "status", "deploy/api", "--timeout", "30s"],
+    )
+    .await;
+    assert!(
+        !out.ok && out.stderr.contains("is paused"),
+        "{}",
+        out.stderr
+    );
     let out = shoal(&env, &["rollout", "restart", "deploy/api"]).await;
-    assert!(!out.ok && out.stderr.contains("resume it first"), "{}", out.stderr);
+    assert!(
+        !out.ok && out.stderr.contains("resume it first"),
+        "{}",
+        out.stderr
+    );
     let out = shoal(&env, &["rollout", "undo", "deploy/api"]).await;
-    assert!(!out.ok && out.stderr.contains("resume it first"), "{}", out.stderr);
+    assert!(
+        !out.ok && out.stderr.contains("resume it first"),
+        "{}",
+        out.stderr
+    );
 
     // resume: the held change rolls out.
     let out = shoal(&env, &["rollout", "resume", "deploy/api"]).await;
@@ -415,44 +666,94 @@ async fn pause_resume_restart_and_deadline() {
     assert!(out.ok, "{}", out.stderr);
     assert_eq!(out.stdout.trim(), "deployment.apps/api restarted");
     let d = env.api.get::<Deployment>("default", "api").await.unwrap();
-    assert!(d.spec.template.metadata.annotations.contains_key("kubectl.kubernetes.io/restartedAt"));
+    assert!(d
+        .spec
+        .template
+        .metadata
+        .annotations
+        .contains_key("kubectl.kubernetes.io/restartedAt"));
     rolled_out_to(&env, "api", "shoal/api:v2").await;
     let out = shoal(&env, &["rollout", "history", "deploy/api"]).await;
-    let revisions: Vec<&str> = out.stdout.lines().skip(2).filter_map(|l| l.split_whitespace().next()).collect();
+    let revisions: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
     assert_eq!(revisions, ["1", "2", "3"], "{}", out.stdout);
     let pods = live_pods(&env.api, "api").await;
-    assert!(pods.iter().all(|p| p.metadata.annotations.contains_key("kubectl.kubernetes.io/restartedAt")), "every pod replaced");
+    assert!(
+        pods.iter().all(|p| p
+            .metadata
+            .annotations
+            .contains_key("kubectl.kubernetes.io/restartedAt")),
+        "every pod replaced"
+    );
 
     // A rollout that cannot progress (no node stands in for its pods) fails its deadline.
     let mut stuck = deployment("stuck", 1, "shoal/stuck:v1");
     stuck.spec.progress_deadline_seconds = Some(1);
     env.api.create(&stuck).await.unwrap();
-    let out = shoal(&env, &["rollout", "status", "deploy/stuck", "--timeout", "60s"]).await;
-    assert!(!out.ok && out.stderr.contains("exceeded its progress deadline"), "{}", out.stderr);
+    let out = shoal(
+        &env,
+        &["rollout", "status", "deploy/stuck", "--timeout", "60s"],
+    )
+    .await;
+    assert!(
+        !out.ok && out.stderr.contains("exceeded its progress deadline"),
+        "{}",
+        out.stderr
+    );
     let out = shoal(&env, &["rollout", "pause", "node/x"]).await;
-    assert!(!out.ok && out.stderr.contains("not supported for nodes"), "{}", out.stderr);
+    assert!(
+        !out.ok && out.stderr.contains("not supported for nodes"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[actix::test]
 async fn cordon_uncordon_and_drain() {
     let env = Env::start().await;
-    let node: Node = from_json(serde_json::json!({"metadata": {"name": "worker-1"}}));
-    env.api.create(&node).await.unwrap();
-    let unschedulable = || async { env.api.get::<Node>("", "worker-1").await.unwrap().spec.unschedulable };
+    create_node(&env.api, "worker-1").await;
+    let unschedulable = || async {
+        env.api
+            .get::<Node>("", "worker-1")
+            .await
+            .unwrap()
+            .spec
+            .unschedulable
+    };
 
     let out = shoal(&env, &["cordon", "worker-1"]).await;
-    assert_eq!(out.stdout.trim(), "node/worker-1 cordoned", "{}", out.stderr);
+    assert_eq!(
+        out.stdout.trim(),
+        "node/worker-1 cordoned",
+        "{}",
+        out.stderr
+    );
     assert!(unschedulable().await);
     let out = shoal(&env, &["cordon", "worker-1"]).await;
     assert_eq!(out.stdout.trim(), "node/worker-1 already cordoned");
     let out = shoal(&env, &["uncordon", "worker-1"]).await;
-    assert_eq!(out.stdout.trim(), "node/worker-1 uncordoned", "{}", out.stderr);
+    assert_eq!(
+        out.stdout.trim(),
+        "node/worker-1 uncordoned",
+        "{}",
+        out.stderr
+    );
     assert!(!unschedulable().await);
     let out = shoal(&env, &["cordon", "nosuch"]).await;
-    assert!(!out.ok && out.stderr.contains("node \"nosuch\" not found"), "{}", out.stderr);
+    assert!(
+        !out.ok && out.stderr.contains("node \"nosuch\" not found"),
+        "{}",
+        out.stderr
+    );
 
     // On worker-1: a ReplicaSet's pod (with an emptyDir), a DaemonSet's pod and a bare pod.
-    let _standin = NodeStandIn::start(env.api.clone(), "worker-1", |p| has_label(p, &["cache", "agent", "bare"]));
+    let _standin = NodeStandIn::start(env.api.clone(), "worker-1", |p| {
+        has_label(p, &["cache", "agent", "bare"])
+    });
     let cache: ReplicaSet = from_json(serde_json::json!({
         "metadata": {"name": "cache", "namespace": "default"},
         "spec": {
@@ -492,11 +793,17 @@ async fn cordon_uncordon_and_drain() {
         }
     };
     for app in ["cache", "agent", "bare"] {
-        eventually(&format!("the {app} pod ready on worker-1"), || ready_on_node(app)).await;
+        eventually(&format!("the {app} pod ready on worker-1"), || {
+            ready_on_node(app)
+        })
+        .await;
     }
     let out = shoal(&env, &["rollout", "status", "ds/agent", "--timeout", "60s"]).await;
     assert!(out.ok, "{}", out.stderr);
-    assert_eq!(out.stdout.lines().last(), Some("daemon set \"agent\" successfully rolled out"));
+    assert_eq!(
+        out.stdout.lines().last(),
+        Some("daemon set \"agent\" successfully rolled out")
+    );
     let cache_pod = live_pods(&env.api, "cache").await.remove(0).metadata.name;
     let agent_pod = live_pods(&env.api, "agent").await.remove(0);
 
@@ -511,22 +818,53 @@ async fn cordon_uncordon_and_drain() {
         "local storage".into(),
         format!("default/{cache_pod}"),
     ] {
-        assert!(out.stderr.contains(&expected), "{expected:?} in {}", out.stderr);
+        assert!(
+            out.stderr.contains(&expected),
+            "{expected:?} in {}",
+            out.stderr
+        );
     }
     assert!(!out.stdout.contains("evicting"), "{}", out.stdout);
     assert!(unschedulable().await, "drain cordons first");
     for app in ["cache", "agent", "bare"] {
         assert!(ready_on_node(app).await, "{app} untouched");
     }
-    let out = shoal(&env, &["drain", "worker-1", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "60s"]).await;
-    assert!(!out.ok && out.stderr.contains("default/bare") && out.stderr.contains("--force"), "{}", out.stderr);
-    assert!(!out.stderr.contains("cannot delete DaemonSet-managed"), "{}", out.stderr);
+    let out = shoal(
+        &env,
+        &[
+            "drain",
+            "worker-1",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout",
+            "60s",
+        ],
+    )
+    .await;
+    assert!(
+        !out.ok && out.stderr.contains("default/bare") && out.stderr.contains("--force"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("cannot delete DaemonSet-managed"),
+        "{}",
+        out.stderr
+    );
 
     // With the flags: the DaemonSet pod is skipped, the others evicted once their node
     // confirmed they stopped; the ReplicaSet's replacement stays unbound (cordoned).
     let out = shoal(
         &env,
-        &["drain", "worker-1", "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout", "60s"],
+        &[
+            "drain",
+            "worker-1",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--force",
+            "--timeout",
+            "60s",
+        ],
     )
     .await;
     assert!(out.ok, "{}", out.stderr);
@@ -536,14 +874,36 @@ async fn cordon_uncordon_and_drain() {
         "evicting pod default/bare".into(),
         "pod/bare evicted".into(),
     ] {
-        assert!(out.stdout.contains(&expected), "{expected:?} in {}", out.stdout);
+        assert!(
+            out.stdout.contains(&expected),
+            "{expected:?} in {}",
+            out.stdout
+        );
     }
     assert_eq!(out.stdout.lines().last(), Some("node/worker-1 drained"));
-    assert!(out.stderr.contains("Warning: ignoring DaemonSet-managed Pods"), "{}", out.stderr);
-    assert!(!out.stdout.contains(&agent_pod.metadata.name), "{}", out.stdout);
-    let still = env.api.get::<Pod>("default", &agent_pod.metadata.name).await.unwrap();
+    assert!(
+        out.stderr
+            .contains("Warning: ignoring DaemonSet-managed Pods"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stdout.contains(&agent_pod.metadata.name),
+        "{}",
+        out.stdout
+    );
+    let still = env
+        .api
+        .get::<Pod>("default", &agent_pod.metadata.name)
+        .await
+        .unwrap();
     assert!(still.metadata.uid == agent_pod.metadata.uid && !still.metadata.is_deleting());
-    assert!(env.api.get::<Pod>("default", "bare").await.unwrap_err().is_not_found());
+    assert!(env
+        .api
+        .get::<Pod>("default", "bare")
+        .await
+        .unwrap_err()
+        .is_not_found());
     eventually("the ReplicaSet's replacement pod, unbound", || async {
         let pods = live_pods(&env.api, "cache").await;
         pods.len() == 1 && pods[0].metadata.name != cache_pod && pods[0].spec.node_name.is_empty()
@@ -551,5 +911,10 @@ async fn cordon_uncordon_and_drain() {
     .await;
 
     let out = shoal(&env, &["uncordon", "worker-1"]).await;
-    assert_eq!(out.stdout.trim(), "node/worker-1 uncordoned", "{}", out.stderr);
+    assert_eq!(
+        out.stdout.trim(),
+        "node/worker-1 uncordoned",
+        "{}",
+        out.stderr
+    );
 }
