@@ -111,7 +111,6 @@ fn main() -> Result<()> {
 /// What the generator saw of one pod (keyed by uid: replacements are new pods).
 #[derive(Default, Clone)]
 struct Track {
-    name: String,
     owner: Option<String>,
     created: Option<Time>,
     bound: Option<Time>,
@@ -134,7 +133,6 @@ impl Tracker {
             return;
         }
         let t = self.pods.entry(pod.metadata.uid.clone()).or_insert_with(|| Track {
-            name: pod.metadata.name.clone(),
             owner: pod.metadata.controller_ref().map(|r| r.uid.clone()),
             created: pod.metadata.creation_timestamp,
             ..Default::default()

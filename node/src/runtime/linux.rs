@@ -405,7 +405,13 @@ impl LinuxRuntime {
             return Err(Error::InvalidSpec(format!("working dir {cwd:?} must be absolute")));
         }
         let user = spec.user.clone().or_else(|| ic.user.clone()).filter(|u| !u.is_empty());
-        let caps = shim::effective_caps(&spec.cap_add, &spec.cap_drop).map_err(Error::InvalidSpec)?;
+        let mut caps = shim::effective_caps(&spec.cap_add, &spec.cap_drop).map_err(Error::InvalidSpec)?;
+        // NOTE: on cgroup v2 device access control needs an eBPF program, which
+        // we do not attach yet; without it CAP_MKNOD would let a container create
+        // and open host block devices, so it is withheld there.
+        if self.cgroups.version() == cgroups::CgroupVersion::V2 && self.cfg.restrict_devices {
+            caps.retain(|c| c != "CAP_MKNOD");
+        }
         let mut mounts = vec![
             BindMount { source: sb.hosts_path(), destination: "/etc/hosts".into(), read_only: false },
             BindMount { source: sb.resolv_path(), destination: "/etc/resolv.conf".into(), read_only: false },
