@@ -225,9 +225,15 @@ mod tests {
             finished_at_ns: 1,
             oom_killed: oom,
         };
-        assert_eq!(f(Some(0), None, false).state(t).reason(), Some(ExitReason::Completed));
+        assert_eq!(
+            f(Some(0), None, false).state(t).reason(),
+            Some(ExitReason::Completed)
+        );
         assert_eq!(f(Some(3), None, false).state(t).exit_code(), Some(3));
-        assert_eq!(f(None, Some(9), true).state(t).reason(), Some(ExitReason::OOMKilled));
+        assert_eq!(
+            f(None, Some(9), true).state(t).reason(),
+            Some(ExitReason::OOMKilled)
+        );
         assert_eq!(f(None, Some(15), false).state(t).exit_code(), Some(143));
     }
 }

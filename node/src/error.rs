@@ -23,11 +23,7 @@ impl fmt::Display for StepError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.step, self.message)?;
         if self.errno != 0 {
-            write!(
-                f,
-                " ({})",
-                nix::errno::Errno::from_raw(self.errno).desc()
-            )?;
+            write!(f, " ({})", nix::errno::Errno::from_raw(self.errno).desc())?;
         }
         Ok(())
     }

@@ -121,7 +121,10 @@ fn next_f64(state: &mut u64) -> f64 {
 }
 
 fn not_found(kind: &'static str, id: &str) -> Error {
-    Error::NotFound { kind, id: id.to_string() }
+    Error::NotFound {
+        kind,
+        id: id.to_string(),
+    }
 }
 
 fn state(c: &Container) -> ContainerState {
@@ -130,12 +133,19 @@ fn state(c: &Container) -> ContainerState {
         Some((code, at)) => ContainerState::Exited {
             exit_code: code,
             signal: (code > 128).then_some(code - 128),
-            reason: if code == 0 { ExitReason::Completed } else { ExitReason::Error },
+            reason: if code == 0 {
+                ExitReason::Completed
+            } else {
+                ExitReason::Error
+            },
             started_at: c.start_at,
             finished_at: at,
         },
         None if now < c.start_at => ContainerState::Created,
-        None => ContainerState::Running { pid: c.pid, started_at: c.start_at },
+        None => ContainerState::Running {
+            pid: c.pid,
+            started_at: c.start_at,
+        },
     }
 }
 
@@ -143,7 +153,10 @@ impl Runtime for HollowRuntime {
     fn create_sandbox(&self, spec: &SandboxSpec) -> Result<SandboxInfo> {
         let mut g = self.lock();
         if g.sandboxes.contains_key(spec.id.as_str()) {
-            return Err(Error::AlreadyExists { kind: "sandbox", id: spec.id.clone() });
+            return Err(Error::AlreadyExists {
+                kind: "sandbox",
+                id: spec.id.clone(),
+            });
         }
         let range = self.cfg.pod_cidr.pod_range();
         if g.next_ip > *range.end() {
@@ -174,7 +187,11 @@ impl Runtime for HollowRuntime {
         Ok(g.sandboxes.iter().map(|(id, s)| self.info(id, s)).collect())
     }
 
-    fn start_container(&self, sandbox: &SandboxInfo, spec: &ContainerSpec) -> Result<ContainerInfo> {
+    fn start_container(
+        &self,
+        sandbox: &SandboxInfo,
+        spec: &ContainerSpec,
+    ) -> Result<ContainerInfo> {
         let mut g = self.lock();
         if !g.sandboxes.contains_key(sandbox.id.as_str()) {
             return Err(not_found("sandbox", &sandbox.id));
@@ -214,7 +231,10 @@ impl Runtime for HollowRuntime {
 
     fn container_state(&self, id: &str) -> Result<ContainerState> {
         let g = self.lock();
-        g.containers.get(id).map(state).ok_or_else(|| not_found("container", id))
+        g.containers
+            .get(id)
+            .map(state)
+            .ok_or_else(|| not_found("container", id))
     }
 
     fn wait_container(&self, id: &str, _timeout: Duration) -> Result<ContainerState> {
@@ -223,7 +243,10 @@ impl Runtime for HollowRuntime {
 
     fn stop_container(&self, id: &str, grace: Duration) -> Result<ContainerState> {
         let mut g = self.lock();
-        let c = g.containers.get_mut(id).ok_or_else(|| not_found("container", id))?;
+        let c = g
+            .containers
+            .get_mut(id)
+            .ok_or_else(|| not_found("container", id))?;
         if c.exit.is_none() {
             let code = if grace.is_zero() { 137 } else { 143 };
             c.exit = Some((code, SystemTime::now()));
@@ -283,7 +306,12 @@ impl Runtime for HollowRuntime {
     fn cleanup_orphans(&self, keep: &HashSet<String>) -> Result<CleanupReport> {
         let mut g = self.lock();
         let mut report = CleanupReport::default();
-        let gone: Vec<Box<str>> = g.sandboxes.keys().filter(|k| !keep.contains(&***k)).cloned().collect();
+        let gone: Vec<Box<str>> = g
+            .sandboxes
+            .keys()
+            .filter(|k| !keep.contains(&***k))
+            .cloned()
+            .collect();
         for id in gone {
             g.sandboxes.remove(&id);
             report.sandboxes.push(id.to_string());
@@ -313,8 +341,12 @@ mod tests {
             start_delay: Duration::from_secs(3600),
             ..Default::default()
         });
-        let sb = rt.create_sandbox(&SandboxSpec::new("p1", "pod", "ns")).unwrap();
-        let c = rt.start_container(&sb, &ContainerSpec::new("app", "busybox")).unwrap();
+        let sb = rt
+            .create_sandbox(&SandboxSpec::new("p1", "pod", "ns"))
+            .unwrap();
+        let c = rt
+            .start_container(&sb, &ContainerSpec::new("app", "busybox"))
+            .unwrap();
         assert_eq!(rt.container_state(&c.id).unwrap(), ContainerState::Created);
         let st = rt.stop_container(&c.id, Duration::from_secs(1)).unwrap();
         assert_eq!(st.exit_code(), Some(143));
@@ -330,9 +362,14 @@ mod tests {
                 seed: 42,
                 ..Default::default()
             });
-            let sb = rt.create_sandbox(&SandboxSpec::new("p", "pod", "ns")).unwrap();
+            let sb = rt
+                .create_sandbox(&SandboxSpec::new("p", "pod", "ns"))
+                .unwrap();
             (0..100)
-                .map(|_| rt.start_container(&sb, &ContainerSpec::new("c", "i")).is_ok())
+                .map(|_| {
+                    rt.start_container(&sb, &ContainerSpec::new("c", "i"))
+                        .is_ok()
+                })
                 .collect::<Vec<_>>()
         };
         let a = run();

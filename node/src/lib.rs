@@ -49,6 +49,7 @@
 //! <state>/containers/<cid>/exit.json       written by the monitor when init exits
 //! <state>/containers/<cid>/{upper,work,rootfs}/
 //! <state>/ipam/<ip>                        one file per allocated pod IP (content: sandbox id)
+//! <state>/trash/                           removed container dirs, deleted by a background thread
 //! <run>/<sid>/{net,ipc,uts}                namespace bind mounts (default run dir: <state>/run)
 //! ```
 

@@ -130,7 +130,9 @@ impl LogWriter {
     fn rotate(&mut self) -> Result<()> {
         let n = self.cfg.max_files;
         if n <= 1 {
-            self.file.set_len(0).ctx(self.dir.join(CURRENT), "truncate")?;
+            self.file
+                .set_len(0)
+                .ctx(self.dir.join(CURRENT), "truncate")?;
             self.size = 0;
             return Ok(());
         }
@@ -162,7 +164,9 @@ impl LogWriter {
         if self.size > 0 && self.size + rec.len() as u64 > self.cfg.max_size {
             self.rotate()?;
         }
-        self.file.write_all(&rec).ctx(self.dir.join(CURRENT), "write log")?;
+        self.file
+            .write_all(&rec)
+            .ctx(self.dir.join(CURRENT), "write log")?;
         self.size += rec.len() as u64;
         Ok(())
     }
@@ -375,7 +379,8 @@ mod tests {
             ]
         );
         for i in 0..50 {
-            w.write(Stream::Stdout, format!("line {i}\n").as_bytes()).unwrap();
+            w.write(Stream::Stdout, format!("line {i}\n").as_bytes())
+                .unwrap();
         }
         let t = r.read_tail(1000).unwrap();
         assert_eq!(t.last().unwrap().content, "line 49");

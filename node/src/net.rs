@@ -57,7 +57,10 @@ impl FromStr for Ipv4Cidr {
         if !(8..=30).contains(&prefix) {
             return Err(Error::InvalidSpec(format!("{s}: prefix must be /8../30")));
         }
-        let c = Ipv4Cidr { network: ip, prefix };
+        let c = Ipv4Cidr {
+            network: ip,
+            prefix,
+        };
         if u32::from(ip) & !c.mask() != 0 {
             return Err(Error::InvalidSpec(format!("{s}: host bits set")));
         }
@@ -211,8 +214,14 @@ mod tests {
     fn cidr_math() {
         let c: Ipv4Cidr = "10.1.2.0/24".parse().unwrap();
         assert_eq!(c.gateway(), Ipv4Addr::new(10, 1, 2, 1));
-        assert_eq!(*c.pod_range().start(), u32::from(Ipv4Addr::new(10, 1, 2, 2)));
-        assert_eq!(*c.pod_range().end(), u32::from(Ipv4Addr::new(10, 1, 2, 254)));
+        assert_eq!(
+            *c.pod_range().start(),
+            u32::from(Ipv4Addr::new(10, 1, 2, 2))
+        );
+        assert_eq!(
+            *c.pod_range().end(),
+            u32::from(Ipv4Addr::new(10, 1, 2, 254))
+        );
         assert!("10.1.2.1/24".parse::<Ipv4Cidr>().is_err());
         assert!(host_veth_name("some-long-sandbox-id-123456").len() <= 15);
     }

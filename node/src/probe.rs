@@ -31,10 +31,16 @@ pub fn http_get(ip: IpAddr, port: u16, path: &str, timeout: Duration) -> ProbeRe
         Ok(s) => s,
         Err(e) => return ProbeResult::Failure(format!("connect {addr}: {e}")),
     };
-    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
     let _ = s.set_read_timeout(Some(left));
     let _ = s.set_write_timeout(Some(left));
-    let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
     let req = format!(
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: shoal-probe/1.0\r\nAccept: */*\r\nConnection: close\r\n\r\n"
     );
@@ -73,9 +79,19 @@ pub fn tcp_socket(ip: IpAddr, port: u16, timeout: Duration) -> ProbeResult {
 }
 
 /// Exec probe: success iff the command exits 0 within `timeout`.
-pub fn exec(rt: &dyn Runtime, container_id: &str, argv: &[String], timeout: Duration) -> ProbeResult {
-    match rt.exec(container_id, &ExecRequest::new(argv.iter().cloned(), timeout)) {
-        Ok(r) if r.timed_out => ProbeResult::Failure(format!("command timed out after {timeout:?}")),
+pub fn exec(
+    rt: &dyn Runtime,
+    container_id: &str,
+    argv: &[String],
+    timeout: Duration,
+) -> ProbeResult {
+    match rt.exec(
+        container_id,
+        &ExecRequest::new(argv.iter().cloned(), timeout),
+    ) {
+        Ok(r) if r.timed_out => {
+            ProbeResult::Failure(format!("command timed out after {timeout:?}"))
+        }
         Ok(r) if r.exit_code == 0 => ProbeResult::Success,
         Ok(r) => ProbeResult::Failure(format!(
             "command exited with {}: {}",
@@ -89,11 +105,15 @@ pub fn exec(rt: &dyn Runtime, container_id: &str, argv: &[String], timeout: Dura
 /// Run `f` on a short-lived thread that has joined the network namespace at
 /// `netns` (setns(2) on one thread of a multi-threaded process affects only
 /// that thread, so the caller's namespace is untouched).
-pub fn in_netns<T: Send + 'static>(netns: &Path, f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+pub fn in_netns<T: Send + 'static>(
+    netns: &Path,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
     let file = std::fs::File::open(netns).map_err(|e| Error::io(netns, "open netns", e))?;
     let path = netns.to_path_buf();
     std::thread::spawn(move || {
-        nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| Error::sys(&path, "setns", e))?;
+        nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+            .map_err(|e| Error::sys(&path, "setns", e))?;
         Ok(f())
     })
     .join()

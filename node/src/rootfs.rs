@@ -45,7 +45,11 @@ impl Rootfs {
     }
 
     pub fn mount_options(&self) -> String {
-        let lowers: Vec<String> = self.lowers.iter().map(|p| p.display().to_string()).collect();
+        let lowers: Vec<String> = self
+            .lowers
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         // NOTE: `volatile` skips the syncfs(2) overlay does on unmount; container
         // upper dirs are throwaway (a new instance gets a fresh one), so durability
         // buys nothing and the sync would sit on the exit path.

@@ -62,7 +62,9 @@ pub struct PodResources {
 
 impl PodResources {
     /// Sum container (request, cpu limit, memory limit) triples.
-    pub fn sum<'a>(containers: impl IntoIterator<Item = &'a crate::container::Resources>) -> PodResources {
+    pub fn sum<'a>(
+        containers: impl IntoIterator<Item = &'a crate::container::Resources>,
+    ) -> PodResources {
         let mut req = 0;
         let mut cpu: Option<u64> = Some(0);
         let mut mem: Option<u64> = Some(0);
@@ -105,7 +107,11 @@ pub struct SandboxSpec {
 }
 
 impl SandboxSpec {
-    pub fn new(id: impl Into<String>, name: impl Into<String>, namespace: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        namespace: impl Into<String>,
+    ) -> Self {
         let namespace = namespace.into();
         SandboxSpec {
             id: id.into(),
@@ -195,7 +201,10 @@ mod tests {
             ..Default::default()
         };
         let p = PodResources::sum([&a, &a]);
-        assert_eq!((p.cpu_limit_milli, p.memory_limit_bytes), (Some(200), Some(20)));
+        assert_eq!(
+            (p.cpu_limit_milli, p.memory_limit_bytes),
+            (Some(200), Some(20))
+        );
         let p = PodResources::sum([&a, &b]);
         assert_eq!((p.cpu_limit_milli, p.memory_limit_bytes), (Some(300), None));
     }

@@ -15,12 +15,72 @@ use std::path::Path;
 pub const FIXED_MTIME: u64 = 1_704_067_200;
 
 pub const BUSYBOX_APPLETS: &[&str] = &[
-    "sh", "ash", "ls", "cat", "echo", "sleep", "httpd", "nc", "wget", "true", "false", "id",
-    "ps", "hostname", "mount", "env", "grep", "head", "tail", "kill", "touch", "mkdir", "rm",
-    "dd", "yes", "cut", "wc", "seq", "top", "tr", "printf", "test", "[", "stat", "cp", "mv",
-    "ln", "chmod", "chown", "pwd", "readlink", "sed", "awk", "sort", "uniq", "whoami", "uname",
-    "date", "du", "df", "find", "xargs", "timeout", "usleep", "nslookup", "ip", "ifconfig",
-    "ping", "tee", "base64", "md5sum", "sha256sum", "umount", "dmesg", "free", "pidof",
+    "sh",
+    "ash",
+    "ls",
+    "cat",
+    "echo",
+    "sleep",
+    "httpd",
+    "nc",
+    "wget",
+    "true",
+    "false",
+    "id",
+    "ps",
+    "hostname",
+    "mount",
+    "env",
+    "grep",
+    "head",
+    "tail",
+    "kill",
+    "touch",
+    "mkdir",
+    "rm",
+    "dd",
+    "yes",
+    "cut",
+    "wc",
+    "seq",
+    "top",
+    "tr",
+    "printf",
+    "test",
+    "[",
+    "stat",
+    "cp",
+    "mv",
+    "ln",
+    "chmod",
+    "chown",
+    "pwd",
+    "readlink",
+    "sed",
+    "awk",
+    "sort",
+    "uniq",
+    "whoami",
+    "uname",
+    "date",
+    "du",
+    "df",
+    "find",
+    "xargs",
+    "timeout",
+    "usleep",
+    "nslookup",
+    "ip",
+    "ifconfig",
+    "ping",
+    "tee",
+    "base64",
+    "md5sum",
+    "sha256sum",
+    "umount",
+    "dmesg",
+    "free",
+    "pidof",
 ];
 
 /// Builds one layer tarball in memory.
@@ -55,33 +115,46 @@ impl LayerBuilder {
     pub fn dir(&mut self, path: &str, mode: u32) -> Result<&mut Self> {
         let mut h = Self::header(tar::EntryType::Directory, mode, 0);
         self.tar
-            .append_data(&mut h, format!("{}/", path.trim_end_matches('/')), std::io::empty())
+            .append_data(
+                &mut h,
+                format!("{}/", path.trim_end_matches('/')),
+                std::io::empty(),
+            )
             .ctx(path, "tar append dir")?;
         Ok(self)
     }
 
     pub fn file(&mut self, path: &str, mode: u32, data: &[u8]) -> Result<&mut Self> {
         let mut h = Self::header(tar::EntryType::Regular, mode, data.len() as u64);
-        self.tar.append_data(&mut h, path, data).ctx(path, "tar append file")?;
+        self.tar
+            .append_data(&mut h, path, data)
+            .ctx(path, "tar append file")?;
         Ok(self)
     }
 
     pub fn symlink(&mut self, path: &str, target: &str) -> Result<&mut Self> {
         let mut h = Self::header(tar::EntryType::Symlink, 0o777, 0);
-        self.tar.append_link(&mut h, path, target).ctx(path, "tar append symlink")?;
+        self.tar
+            .append_link(&mut h, path, target)
+            .ctx(path, "tar append symlink")?;
         Ok(self)
     }
 
     pub fn hardlink(&mut self, path: &str, target: &str) -> Result<&mut Self> {
         let mut h = Self::header(tar::EntryType::Link, 0o644, 0);
-        self.tar.append_link(&mut h, path, target).ctx(path, "tar append hardlink")?;
+        self.tar
+            .append_link(&mut h, path, target)
+            .ctx(path, "tar append hardlink")?;
         Ok(self)
     }
 
     /// `.wh.NAME` next to `path`'s file name: deletes `path` from lower layers.
     pub fn whiteout(&mut self, path: &str) -> Result<&mut Self> {
         let p = Path::new(path);
-        let name = p.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = p
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let wh = match p.parent().filter(|d| !d.as_os_str().is_empty()) {
             Some(d) => format!("{}/.wh.{name}", d.display()),
             None => format!(".wh.{name}"),
@@ -91,7 +164,11 @@ impl LayerBuilder {
 
     /// `.wh..wh..opq` inside `dir`: hides all lower-layer content of `dir`.
     pub fn opaque(&mut self, dir: &str) -> Result<&mut Self> {
-        self.file(&format!("{}/.wh..wh..opq", dir.trim_end_matches('/')), 0o644, b"")
+        self.file(
+            &format!("{}/.wh..wh..opq", dir.trim_end_matches('/')),
+            0o644,
+            b"",
+        )
     }
 
     /// The uncompressed tarball.
@@ -146,20 +223,31 @@ fn write_blob(dir: &Path, bytes: &[u8]) -> Result<Digest> {
 
 /// Write an OCI image layout directory for `reference` (`name:tag`).
 /// Returns the manifest digest.
-pub fn write_oci_layout(out_dir: &Path, reference: &str, config: &ImageConfig, layers: &[Layer]) -> Result<Digest> {
+pub fn write_oci_layout(
+    out_dir: &Path,
+    reference: &str,
+    config: &ImageConfig,
+    layers: &[Layer],
+) -> Result<Digest> {
     let blobs = out_dir.join("blobs/sha256");
     fs::create_dir_all(&blobs).ctx(&blobs, "mkdir")?;
     let mut descs = Vec::new();
     for l in layers {
         let bytes = l.blob()?;
         descs.push(Descriptor {
-            media_type: if l.gzip { oci::MEDIA_LAYER_GZIP } else { oci::MEDIA_LAYER_TAR }.into(),
+            media_type: if l.gzip {
+                oci::MEDIA_LAYER_GZIP
+            } else {
+                oci::MEDIA_LAYER_TAR
+            }
+            .into(),
             size: bytes.len() as u64,
             digest: write_blob(out_dir, &bytes)?,
             annotations: BTreeMap::new(),
         });
     }
-    let cfg = serde_json::to_vec(&config_file(config, layers)).map_err(|e| Error::json("config", e))?;
+    let cfg =
+        serde_json::to_vec(&config_file(config, layers)).map_err(|e| Error::json("config", e))?;
     let manifest = Manifest {
         schema_version: 2,
         media_type: Some(oci::MEDIA_MANIFEST.into()),
@@ -192,7 +280,11 @@ pub fn write_oci_layout(out_dir: &Path, reference: &str, config: &ImageConfig, l
         }],
     };
     let p = out_dir.join("index.json");
-    fs::write(&p, serde_json::to_vec(&index).map_err(|e| Error::json("index", e))?).ctx(&p, "write")?;
+    fs::write(
+        &p,
+        serde_json::to_vec(&index).map_err(|e| Error::json("index", e))?,
+    )
+    .ctx(&p, "write")?;
     let p = out_dir.join("oci-layout");
     fs::write(&p, br#"{"imageLayoutVersion":"1.0.0"}"#).ctx(&p, "write")?;
     Ok(mdigest)
@@ -200,13 +292,20 @@ pub fn write_oci_layout(out_dir: &Path, reference: &str, config: &ImageConfig, l
 
 /// Write a legacy `docker save` tarball (`manifest.json`, `<hex>.json`,
 /// `<n>/layer.tar`) for `reference`.
-pub fn write_docker_save(out_tar: &Path, reference: &str, config: &ImageConfig, layers: &[Layer]) -> Result<()> {
-    let cfg = serde_json::to_vec(&config_file(config, layers)).map_err(|e| Error::json("config", e))?;
+pub fn write_docker_save(
+    out_tar: &Path,
+    reference: &str,
+    config: &ImageConfig,
+    layers: &[Layer],
+) -> Result<()> {
+    let cfg =
+        serde_json::to_vec(&config_file(config, layers)).map_err(|e| Error::json("config", e))?;
     let cfg_name = format!("{}.json", Digest::of(&cfg).hex());
     let mut tar = tar::Builder::new(fs::File::create(out_tar).ctx(out_tar, "create")?);
     let mut append = |name: &str, data: &[u8]| -> Result<()> {
         let mut h = LayerBuilder::header(tar::EntryType::Regular, 0o644, data.len() as u64);
-        tar.append_data(&mut h, name, data).ctx(out_tar, "tar append")
+        tar.append_data(&mut h, name, data)
+            .ctx(out_tar, "tar append")
     };
     let mut layer_names = Vec::new();
     for (i, l) in layers.iter().enumerate() {
@@ -228,7 +327,8 @@ pub fn write_docker_save(out_tar: &Path, reference: &str, config: &ImageConfig, 
 /// The single busybox layer (uncompressed tar) and the image config.
 pub fn busybox_layer() -> Result<(Layer, ImageConfig)> {
     let busybox_path = Path::new("/bin/busybox");
-    let busybox = fs::read(busybox_path).ctx(busybox_path, "read busybox (install busybox-static)")?;
+    let busybox =
+        fs::read(busybox_path).ctx(busybox_path, "read busybox (install busybox-static)")?;
     let mut b = LayerBuilder::new();
     for (d, mode) in [
         ("bin", 0o755),
@@ -268,7 +368,10 @@ pub fn busybox_layer() -> Result<(Layer, ImageConfig)> {
             "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
         ]),
         working_dir: Some("/".into()),
-        exposed_ports: Some(BTreeMap::from([("80/tcp".to_string(), serde_json::json!({}))])),
+        exposed_ports: Some(BTreeMap::from([(
+            "80/tcp".to_string(),
+            serde_json::json!({}),
+        )])),
         ..Default::default()
     };
     Ok((

@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// a torn file. No fsync: these files describe processes that do not survive a
 /// host crash anyway, and fsync would dominate the container start hot path.
 pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let bytes = serde_json::to_vec(value).map_err(|e| Error::json(path.display().to_string(), e))?;
+    let bytes =
+        serde_json::to_vec(value).map_err(|e| Error::json(path.display().to_string(), e))?;
     write_atomic(path, &bytes)
 }
 

@@ -32,15 +32,28 @@ fn hollow_nodes_fit_the_memory_budget() {
         .collect();
     for (n, rt) in nodes.iter().enumerate() {
         for p in 0..PODS {
-            let sb = rt.create_sandbox(&SandboxSpec::new(format!("pod-{n}-{p}"), format!("pod-{p}"), "ns")).unwrap();
+            let sb = rt
+                .create_sandbox(&SandboxSpec::new(
+                    format!("pod-{n}-{p}"),
+                    format!("pod-{p}"),
+                    "ns",
+                ))
+                .unwrap();
             for c in ["app", "sidecar"] {
-                rt.start_container(&sb, &ContainerSpec::new(c, "registry.local/app:1")).unwrap();
+                rt.start_container(&sb, &ContainerSpec::new(c, "registry.local/app:1"))
+                    .unwrap();
             }
         }
     }
     let per_node = rss().saturating_sub(before) / NODES;
-    println!("hollow node with {PODS} pods / {} containers: {per_node} bytes", PODS * 2);
+    println!(
+        "hollow node with {PODS} pods / {} containers: {per_node} bytes",
+        PODS * 2
+    );
     assert!(per_node < 2 << 20, "{per_node} bytes per hollow node");
-    assert!(per_node < 64 << 10, "expected a small footprint, got {per_node}");
+    assert!(
+        per_node < 64 << 10,
+        "expected a small footprint, got {per_node}"
+    );
     assert_eq!(nodes[0].list_containers().unwrap().len(), PODS * 2);
 }

@@ -25,17 +25,31 @@ fn busybox_oci_layout_imports_and_is_deterministic() {
     assert_eq!(info.manifest_digest, d1);
     assert_eq!(info.config.cmd, Some(vec!["sh".to_string()]));
     assert_eq!(info.config.exposed_port_list(), vec!["80/tcp".to_string()]);
-    assert_eq!(s.resolve(&format!("busybox@{d1}")).unwrap().layers, info.layers);
-    assert!(matches!(s.resolve("busybox"), Err(Error::ImageNotFound(_))), "default tag is latest");
+    assert_eq!(
+        s.resolve(&format!("busybox@{d1}")).unwrap().layers,
+        info.layers
+    );
+    assert!(
+        matches!(s.resolve("busybox"), Err(Error::ImageNotFound(_))),
+        "default tag is latest"
+    );
     assert_eq!(s.list().unwrap().len(), 1);
     for b in s.image_blobs("busybox:1.0").unwrap() {
         assert!(s.blob_path(&b).is_file());
     }
     let layer = s.unpack(&info.layers[0]).unwrap();
     assert!(layer.join("bin/busybox").is_file());
-    assert_eq!(fs::read_link(layer.join("bin/sh")).unwrap(), Path::new("busybox"));
-    assert_eq!(fs::metadata(layer.join("tmp")).unwrap().mode() & 0o7777, 0o1777);
-    assert!(fs::read_to_string(layer.join("etc/passwd")).unwrap().contains("nobody:x:65534"));
+    assert_eq!(
+        fs::read_link(layer.join("bin/sh")).unwrap(),
+        Path::new("busybox")
+    );
+    assert_eq!(
+        fs::metadata(layer.join("tmp")).unwrap().mode() & 0o7777,
+        0o1777
+    );
+    assert!(fs::read_to_string(layer.join("etc/passwd"))
+        .unwrap()
+        .contains("nobody:x:65534"));
     // Second unpack reuses the directory.
     fs::write(layer.join("marker"), "x").unwrap();
     assert!(s.unpack(&info.layers[0]).unwrap().join("marker").exists());
@@ -51,7 +65,11 @@ fn docker_save_and_oci_tar_import() {
     assert_eq!(got[0].reference, "busybox:docker");
     let info = s.resolve("busybox:docker").unwrap();
     assert_eq!(info.config.cmd, Some(vec!["sh".to_string()]));
-    assert!(s.unpack(&info.layers[0]).unwrap().join("bin/busybox").is_file());
+    assert!(s
+        .unpack(&info.layers[0])
+        .unwrap()
+        .join("bin/busybox")
+        .is_file());
     // OCI layout packed as a tar.
     let layout = tmp.path().join("layout");
     testimage::build_busybox_layout(&layout, "busybox", "ocitar").unwrap();
@@ -69,8 +87,12 @@ fn corrupted_blob_is_rejected() {
     let layout = tmp.path().join("layout");
     let d = testimage::build_busybox_layout(&layout, "busybox", "bad").unwrap();
     let manifest: serde_json::Value =
-        serde_json::from_slice(&fs::read(layout.join("blobs/sha256").join(d.hex())).unwrap()).unwrap();
-    let layer_digest = manifest["layers"][0]["digest"].as_str().unwrap().to_string();
+        serde_json::from_slice(&fs::read(layout.join("blobs/sha256").join(d.hex())).unwrap())
+            .unwrap();
+    let layer_digest = manifest["layers"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let p = layout.join("blobs/sha256").join(&layer_digest[7..]);
     let mut bytes = fs::read(&p).unwrap();
     let mid = bytes.len() / 2;
@@ -98,13 +120,18 @@ fn blob_level_export_and_import() {
     let b = ImageStore::open(tmp.path().join("b")).unwrap();
     // Adding the manifest before its blobs fails...
     assert!(b.add_image("busybox:x", &exp.manifest).is_err());
-    b.import_blob(&exp.config_digest, None, exp.config.as_slice()).unwrap();
+    b.import_blob(&exp.config_digest, None, exp.config.as_slice())
+        .unwrap();
     for l in &exp.layers {
-        b.import_blob(l, None, fs::File::open(a.blob_path(l)).unwrap()).unwrap();
+        b.import_blob(l, None, fs::File::open(a.blob_path(l)).unwrap())
+            .unwrap();
     }
     let info = b.add_image("busybox:x", &exp.manifest).unwrap();
     assert_eq!(info.manifest_digest, exp.manifest_digest);
-    assert_eq!(b.resolve("busybox:x").unwrap(), a.resolve("busybox:x").unwrap());
+    assert_eq!(
+        b.resolve("busybox:x").unwrap(),
+        a.resolve("busybox:x").unwrap()
+    );
 }
 
 #[test]
@@ -125,8 +152,14 @@ fn whiteouts_opaque_dirs_links_and_overlay_view() {
     l2.symlink("abs", "/etc/passwd").unwrap();
     l2.symlink("rel", "../../../../etc").unwrap();
     let layers = [
-        Layer { tar: l1.finish().unwrap(), gzip: true },
-        Layer { tar: l2.finish().unwrap(), gzip: false },
+        Layer {
+            tar: l1.finish().unwrap(),
+            gzip: true,
+        },
+        Layer {
+            tar: l2.finish().unwrap(),
+            gzip: false,
+        },
     ];
     let layout = tmp.path().join("layout");
     testimage::write_oci_layout(&layout, "two:layers", &ImageConfig::default(), &layers).unwrap();
@@ -136,11 +169,23 @@ fn whiteouts_opaque_dirs_links_and_overlay_view() {
     let lowers = s.lower_dirs(&info).unwrap();
     let top = &lowers[0];
     let wh = fs::symlink_metadata(top.join("a/x")).unwrap();
-    assert!(wh.file_type().is_char_device() && wh.rdev() == 0, "whiteout must be a 0:0 char device");
-    assert_eq!(xattr::get(top.join("b"), "trusted.overlay.opaque").unwrap(), Some(b"y".to_vec()));
+    assert!(
+        wh.file_type().is_char_device() && wh.rdev() == 0,
+        "whiteout must be a 0:0 char device"
+    );
+    assert_eq!(
+        xattr::get(top.join("b"), "trusted.overlay.opaque").unwrap(),
+        Some(b"y".to_vec())
+    );
     assert!(!top.join("b/.wh..wh..opq").exists());
-    assert_eq!(fs::metadata(top.join("b/new")).unwrap().ino(), fs::metadata(top.join("b/new-link")).unwrap().ino());
-    assert_eq!(fs::read_link(top.join("abs")).unwrap(), Path::new("/etc/passwd"));
+    assert_eq!(
+        fs::metadata(top.join("b/new")).unwrap().ino(),
+        fs::metadata(top.join("b/new-link")).unwrap().ino()
+    );
+    assert_eq!(
+        fs::read_link(top.join("abs")).unwrap(),
+        Path::new("/etc/passwd")
+    );
 
     // The merged overlay view applies them.
     struct Unmount(Rootfs);
@@ -163,7 +208,13 @@ fn whiteouts_opaque_dirs_links_and_overlay_view() {
 }
 
 /// A raw tar entry, bypassing the tar crate's own path checks.
-fn raw_entry(b: &mut tar::Builder<Vec<u8>>, name: &[u8], kind: tar::EntryType, link: &[u8], data: &[u8]) {
+fn raw_entry(
+    b: &mut tar::Builder<Vec<u8>>,
+    name: &[u8],
+    kind: tar::EntryType,
+    link: &[u8],
+    data: &[u8],
+) {
     let mut h = tar::Header::new_old();
     h.as_old_mut().name[..name.len()].copy_from_slice(name);
     h.as_old_mut().linkname[..link.len()].copy_from_slice(link);
@@ -187,13 +238,25 @@ fn path_traversal_is_rejected() {
         },
         {
             let mut b = tar::Builder::new(Vec::new());
-            raw_entry(&mut b, b"link", tar::EntryType::Symlink, outside.to_str().unwrap().as_bytes(), b"");
+            raw_entry(
+                &mut b,
+                b"link",
+                tar::EntryType::Symlink,
+                outside.to_str().unwrap().as_bytes(),
+                b"",
+            );
             raw_entry(&mut b, b"link/pwned", tar::EntryType::Regular, b"", b"x");
             b.into_inner().unwrap()
         },
         {
             let mut b = tar::Builder::new(Vec::new());
-            raw_entry(&mut b, b"hl", tar::EntryType::Link, b"../../etc/passwd", b"");
+            raw_entry(
+                &mut b,
+                b"hl",
+                tar::EntryType::Link,
+                b"../../etc/passwd",
+                b"",
+            );
             b.into_inner().unwrap()
         },
     ];
@@ -206,5 +269,9 @@ fn path_traversal_is_rejected() {
         assert!(matches!(err, Error::UnsafePath { .. }), "case {i}: {err}");
     }
     assert!(!tmp.path().join("escape").exists());
-    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0, "nothing written through the symlink");
+    assert_eq!(
+        fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing written through the symlink"
+    );
 }

@@ -13,11 +13,20 @@ fn exit_codes_and_reasons() {
     let ok = env.run(&sb, "ok", &["/bin/true"]);
     let bad = env.run(&sb, "bad", &["sh", "-c", "exit 3"]);
     let st = env.wait_exit(&ok.id);
-    assert_eq!((st.exit_code(), st.reason()), (Some(0), Some(ExitReason::Completed)));
+    assert_eq!(
+        (st.exit_code(), st.reason()),
+        (Some(0), Some(ExitReason::Completed))
+    );
     let st = env.wait_exit(&bad.id);
-    assert_eq!((st.exit_code(), st.reason()), (Some(3), Some(ExitReason::Error)));
+    assert_eq!(
+        (st.exit_code(), st.reason()),
+        (Some(3), Some(ExitReason::Error))
+    );
     // container_state (no waiting) agrees with wait_container.
-    assert_eq!(env.rt.container_state(&bad.id).unwrap().exit_code(), Some(3));
+    assert_eq!(
+        env.rt.container_state(&bad.id).unwrap().exit_code(),
+        Some(3)
+    );
     env.rt.remove_container(&ok.id).unwrap();
     env.rt.remove_container(&ok.id).unwrap(); // idempotent
     assert!(env.rt.container_state(&ok.id).unwrap_err().is_not_found());
@@ -27,24 +36,55 @@ fn exit_codes_and_reasons() {
 fn isolation_pid_fs_caps_sys_hostname() {
     let env = Env::new();
     let sb = env.sandbox("iso-pod");
-    let c = env.run(&sb, "iso", &["sh", "-c", "echo $$ > /tmp/pid1; touch /rootfile; sleep 1000"]);
+    let c = env.run(
+        &sb,
+        "iso",
+        &[
+            "sh",
+            "-c",
+            "echo $$ > /tmp/pid1; touch /rootfile; sleep 1000",
+        ],
+    );
     // ps sees only the container's processes, pid 1 is the workload.
     let ps = exec_ok(&env, &c.id, &["ps", "-o", "pid,comm"]);
-    let pids: Vec<&str> = ps.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).collect();
+    let pids: Vec<&str> = ps
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
     assert!(pids.contains(&"1"), "{ps}");
     assert!(pids.len() <= 3, "only sh/sleep + ps itself expected: {ps}");
     // Only the container's own pids: sh, sleep, and the exec'd sh/ls/grep.
     let procs = exec_ok(&env, &c.id, &["sh", "-c", "ls /proc | grep -E '^[0-9]+$'"]);
     let procs: Vec<u32> = procs.lines().map(|l| l.trim().parse().unwrap()).collect();
-    assert!(procs.len() <= 6 && procs.iter().all(|p| *p < 50), "{procs:?}");
-    assert_eq!(exec_ok(&env, &c.id, &["cat", "/tmp/pid1"]).trim(), "1");
+    assert!(
+        procs.len() <= 6 && procs.iter().all(|p| *p < 50),
+        "{procs:?}"
+    );
+    let pid1 = poll_until(Duration::from_secs(10), || {
+        let r = env
+            .rt
+            .exec(
+                &c.id,
+                &shoal_node::ExecRequest::new(["cat", "/tmp/pid1"], Duration::from_secs(5)),
+            )
+            .ok()?;
+        (r.exit_code == 0).then(|| String::from_utf8_lossy(&r.stdout).trim().to_string())
+    });
+    assert_eq!(pid1.as_deref(), Some("1"), "the workload is pid 1");
     // Writes to / land in the container's upper dir, not on the host.
     poll_until(Duration::from_secs(5), || {
-        exec_ok(&env, &c.id, &["ls", "/rootfile"]).contains("rootfile").then_some(())
+        exec_ok(&env, &c.id, &["ls", "/rootfile"])
+            .contains("rootfile")
+            .then_some(())
     })
     .expect("file created");
     assert!(!std::path::Path::new("/rootfile").exists());
-    let upper = env.state_dir().join("containers").join(&c.id).join("upper/rootfile");
+    let upper = env
+        .state_dir()
+        .join("containers")
+        .join(&c.id)
+        .join("upper/rootfile");
     assert!(upper.exists(), "{} missing", upper.display());
     // No CAP_SYS_ADMIN (bit 21) in the effective set.
     let status = exec_ok(&env, &c.id, &["grep", "CapEff", "/proc/self/status"]);
@@ -55,30 +95,63 @@ fn isolation_pid_fs_caps_sys_hostname() {
     // some kernels, so check /proc/timer_list and /sys/firmware).
     let r = env
         .rt
-        .exec(&c.id, &shoal_node::ExecRequest::new(["sh", "-c", "touch /sys/x"], Duration::from_secs(10)))
+        .exec(
+            &c.id,
+            &shoal_node::ExecRequest::new(["sh", "-c", "touch /sys/x"], Duration::from_secs(10)),
+        )
         .unwrap();
     assert_ne!(r.exit_code, 0);
-    assert!(String::from_utf8_lossy(&r.stderr).contains("Read-only"), "{r:?}");
-    assert_eq!(exec_ok(&env, &c.id, &["sh", "-c", "wc -c < /proc/timer_list"]).trim(), "0");
-    assert_eq!(exec_ok(&env, &c.id, &["sh", "-c", "ls -A /sys/firmware | wc -l"]).trim(), "0");
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("Read-only"),
+        "{r:?}"
+    );
+    assert_eq!(
+        exec_ok(&env, &c.id, &["sh", "-c", "wc -c < /proc/timer_list"]).trim(),
+        "0"
+    );
+    assert_eq!(
+        exec_ok(&env, &c.id, &["sh", "-c", "ls -A /sys/firmware | wc -l"]).trim(),
+        "0"
+    );
     let r = env
         .rt
-        .exec(&c.id, &shoal_node::ExecRequest::new(["sh", "-c", "echo 1 > /proc/sys/kernel/panic"], Duration::from_secs(10)))
+        .exec(
+            &c.id,
+            &shoal_node::ExecRequest::new(
+                ["sh", "-c", "echo 1 > /proc/sys/kernel/panic"],
+                Duration::from_secs(10),
+            ),
+        )
         .unwrap();
     assert_ne!(r.exit_code, 0, "/proc/sys must be read-only");
     // Hostname is the pod name, /etc/hosts has the pod IP.
     assert_eq!(exec_ok(&env, &c.id, &["hostname"]).trim(), "iso-pod");
     assert!(exec_ok(&env, &c.id, &["cat", "/etc/hosts"]).contains(&format!("{}\tiso-pod", sb.ip)));
-    assert!(exec_ok(&env, &c.id, &["cat", "/etc/resolv.conf"]).contains("search default.svc.cluster.local"));
-    env.rt.stop_container(&c.id, Duration::from_secs(0)).unwrap();
+    assert!(exec_ok(&env, &c.id, &["cat", "/etc/resolv.conf"])
+        .contains("search default.svc.cluster.local"));
+    env.rt
+        .stop_container(&c.id, Duration::from_secs(0))
+        .unwrap();
 }
 
 #[test]
 fn stop_grace_sigkill_vs_term_handler() {
     let env = Env::new();
     let sb = env.sandbox("stop");
-    let stubborn = env.run(&sb, "stubborn", &["sh", "-c", "trap '' TERM; while true; do sleep 1; done"]);
-    let polite = env.run(&sb, "polite", &["sh", "-c", "trap 'exit 0' TERM; touch /tmp/ready; sleep 1000 & wait"]);
+    let stubborn = env.run(
+        &sb,
+        "stubborn",
+        &["sh", "-c", "trap '' TERM; while true; do sleep 1; done"],
+    );
+    let polite = env.run(
+        &sb,
+        "polite",
+        &[
+            "sh",
+            "-c",
+            "trap 'exit 0' TERM; touch /tmp/ready; sleep 1000 & wait",
+        ],
+    );
     for id in [&stubborn.id, &polite.id] {
         assert!(env.rt.container_state(id).unwrap().is_running());
     }
@@ -87,22 +160,48 @@ fn stop_grace_sigkill_vs_term_handler() {
     poll_until(Duration::from_secs(10), || {
         let r = env
             .rt
-            .exec(&polite.id, &shoal_node::ExecRequest::new(["test", "-f", "/tmp/ready"], Duration::from_secs(5)))
+            .exec(
+                &polite.id,
+                &shoal_node::ExecRequest::new(["test", "-f", "/tmp/ready"], Duration::from_secs(5)),
+            )
             .ok()?;
         (r.exit_code == 0).then_some(())
     })
     .expect("trap installed");
     let t = Instant::now();
-    let st = env.rt.stop_container(&polite.id, Duration::from_secs(10)).unwrap();
-    assert!(t.elapsed() < Duration::from_secs(5), "TERM handler should exit promptly: {:?}", t.elapsed());
+    let st = env
+        .rt
+        .stop_container(&polite.id, Duration::from_secs(10))
+        .unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "TERM handler should exit promptly: {:?}",
+        t.elapsed()
+    );
     assert_eq!(st.exit_code(), Some(0), "{st:?}");
     let t = Instant::now();
     let grace = Duration::from_millis(500);
     let st = env.rt.stop_container(&stubborn.id, grace).unwrap();
     assert!(t.elapsed() >= grace, "must wait the grace period");
-    assert!(matches!(st, ContainerState::Exited { signal: Some(9), exit_code: 137, .. }), "{st:?}");
+    assert!(
+        matches!(
+            st,
+            ContainerState::Exited {
+                signal: Some(9),
+                exit_code: 137,
+                ..
+            }
+        ),
+        "{st:?}"
+    );
     // Idempotent.
-    assert_eq!(env.rt.stop_container(&stubborn.id, grace).unwrap().exit_code(), Some(137));
+    assert_eq!(
+        env.rt
+            .stop_container(&stubborn.id, grace)
+            .unwrap()
+            .exit_code(),
+        Some(137)
+    );
 }
 
 #[test]
@@ -120,8 +219,17 @@ fn readoption_after_runtime_restart() {
         ContainerState::Running { pid, .. } => assert_eq!(pid, c.pid),
         s => panic!("not running: {s:?}"),
     }
-    assert_eq!(rt2.list_sandboxes().unwrap().iter().filter(|s| s.id == sb.id).count(), 1);
-    let st = rt2.stop_container(&c.id, Duration::from_millis(200)).unwrap();
+    assert_eq!(
+        rt2.list_sandboxes()
+            .unwrap()
+            .iter()
+            .filter(|s| s.id == sb.id)
+            .count(),
+        1
+    );
+    let st = rt2
+        .stop_container(&c.id, Duration::from_millis(200))
+        .unwrap();
     assert!(st.is_exited());
     assert!(env.rt.container_state(&c.id).unwrap().is_exited());
 }
@@ -143,8 +251,15 @@ fn bad_specs_are_typed_errors_and_leave_nothing() {
         e => panic!("wrong error {e:?}"),
     }
     assert_eq!(err.k8s_reason(), "RunContainerError");
-    let err = env.rt.start_container(&sb, &env.spec("nopath", &["nosuchcmd"])).unwrap_err();
-    assert!(err.to_string().contains("executable file not found in $PATH"), "{err}");
+    let err = env
+        .rt
+        .start_container(&sb, &env.spec("nopath", &["nosuchcmd"]))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("executable file not found in $PATH"),
+        "{err}"
+    );
     let mut spec = env.spec("nouser", &["/bin/true"]);
     spec.user = Some("ghost".into());
     let err = env.rt.start_container(&sb, &spec).unwrap_err();
@@ -155,21 +270,31 @@ fn bad_specs_are_typed_errors_and_leave_nothing() {
     assert_eq!(err.k8s_reason(), "CreateContainerConfigError");
     let mut spec = env.spec("noimg", &["/bin/true"]);
     spec.image = "nope:latest".into();
-    assert!(env.rt.start_container(&sb, &spec).unwrap_err().is_not_found());
+    assert!(env
+        .rt
+        .start_container(&sb, &spec)
+        .unwrap_err()
+        .is_not_found());
     let mut spec = env.spec("hostpath", &["/bin/true"]);
     spec.mounts.push(shoal_node::MountSpec {
         source: shoal_node::container::MountSource::HostPath("/etc".into()),
         destination: "/host".into(),
         read_only: true,
     });
-    assert!(matches!(env.rt.start_container(&sb, &spec), Err(Error::InvalidSpec(_))));
+    assert!(matches!(
+        env.rt.start_container(&sb, &spec),
+        Err(Error::InvalidSpec(_))
+    ));
     // Nothing left: no container cgroups, no container dirs, no extra mounts.
     assert_eq!(driver(&env).children(&sb.cgroup).unwrap(), before);
     assert!(env.rt.list_containers().unwrap().is_empty());
     let cdir = env.state_dir().join("containers");
     assert_eq!(std::fs::read_dir(&cdir).unwrap().count(), 0);
     let mounts = env.mounts_under_tmp();
-    assert!(mounts.iter().all(|m| m.contains("/run/")), "unexpected mounts {mounts:?}");
+    assert!(
+        mounts.iter().all(|m| m.contains("/run/")),
+        "unexpected mounts {mounts:?}"
+    );
 }
 
 #[test]
@@ -179,7 +304,13 @@ fn exec_returns_output_and_exit_code() {
     let c = env.run(&sb, "target", &["sleep", "1000"]);
     let r = env
         .rt
-        .exec(&c.id, &shoal_node::ExecRequest::new(["sh", "-c", "echo hi; echo err >&2; exit 7"], Duration::from_secs(10)))
+        .exec(
+            &c.id,
+            &shoal_node::ExecRequest::new(
+                ["sh", "-c", "echo hi; echo err >&2; exit 7"],
+                Duration::from_secs(10),
+            ),
+        )
         .unwrap();
     assert_eq!(r.stdout, b"hi\n");
     assert_eq!(r.stderr, b"err\n");
@@ -187,11 +318,26 @@ fn exec_returns_output_and_exit_code() {
     assert!(!r.timed_out);
     let r = env
         .rt
-        .exec(&c.id, &shoal_node::ExecRequest::new(["sleep", "100"], Duration::from_millis(300)))
+        .exec(
+            &c.id,
+            &shoal_node::ExecRequest::new(["sleep", "100"], Duration::from_millis(300)),
+        )
         .unwrap();
     assert!(r.timed_out);
     assert_eq!(r.exit_code, 137);
     // Exec probes ride on the same API.
-    assert!(shoal_node::probe::exec(&env.rt, &c.id, &["true".to_string()], Duration::from_secs(5)).is_success());
-    assert!(!shoal_node::probe::exec(&env.rt, &c.id, &["false".to_string()], Duration::from_secs(5)).is_success());
+    assert!(shoal_node::probe::exec(
+        &env.rt,
+        &c.id,
+        &["true".to_string()],
+        Duration::from_secs(5)
+    )
+    .is_success());
+    assert!(!shoal_node::probe::exec(
+        &env.rt,
+        &c.id,
+        &["false".to_string()],
+        Duration::from_secs(5)
+    )
+    .is_success());
 }

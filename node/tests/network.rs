@@ -28,28 +28,59 @@ fn two_pods_talk_over_the_bridge_and_probes_work() {
     let client = env.sandbox("client");
     assert_ne!(server.ip, client.ip);
     assert!(env.cidr.contains(server.ip) && env.cidr.contains(client.ip));
-    let httpd = env.run(&server, "httpd", &["httpd", "-f", "-p", "80", "-h", "/var/www"]);
+    let httpd = env.run(
+        &server,
+        "httpd",
+        &["httpd", "-f", "-p", "80", "-h", "/var/www"],
+    );
     let cli = env.run(&client, "cli", &["sleep", "1000"]);
     let url = format!("http://{}/index.html", server.ip);
     let body = poll_until(Duration::from_secs(15), || {
-        let r = env.rt.exec(&cli.id, &ExecRequest::new(["wget", "-q", "-O", "-", url.as_str()], Duration::from_secs(5))).ok()?;
+        let r = env
+            .rt
+            .exec(
+                &cli.id,
+                &ExecRequest::new(
+                    ["wget", "-q", "-O", "-", url.as_str()],
+                    Duration::from_secs(5),
+                ),
+            )
+            .ok()?;
         (r.exit_code == 0).then(|| String::from_utf8_lossy(&r.stdout).into_owned())
     })
     .expect("client reached server over the bridge");
     assert_eq!(body, "hello from shoal\n");
     // The pod's default route points at the bridge address.
     let routes = exec_ok(&env, &cli.id, &["ip", "route"]);
-    assert!(routes.contains(&format!("default via {}", env.cidr.gateway())), "{routes}");
+    assert!(
+        routes.contains(&format!("default via {}", env.cidr.gateway())),
+        "{routes}"
+    );
 
     // Probes run from the node namespace, where the bridge is.
     let ip = IpAddr::V4(server.ip);
-    let ok = probe::in_netns(&env.node_ns.path, move || probe::http_get(ip, 80, "/index.html", Duration::from_secs(5))).unwrap();
+    let ok = probe::in_netns(&env.node_ns.path, move || {
+        probe::http_get(ip, 80, "/index.html", Duration::from_secs(5))
+    })
+    .unwrap();
     assert_eq!(ok, ProbeResult::Success);
-    let missing = probe::in_netns(&env.node_ns.path, move || probe::http_get(ip, 80, "/nope", Duration::from_secs(5))).unwrap();
-    assert!(matches!(missing, ProbeResult::Failure(ref m) if m.contains("404")), "{missing:?}");
-    let tcp = probe::in_netns(&env.node_ns.path, move || probe::tcp_socket(ip, 80, Duration::from_secs(5))).unwrap();
+    let missing = probe::in_netns(&env.node_ns.path, move || {
+        probe::http_get(ip, 80, "/nope", Duration::from_secs(5))
+    })
+    .unwrap();
+    assert!(
+        matches!(missing, ProbeResult::Failure(ref m) if m.contains("404")),
+        "{missing:?}"
+    );
+    let tcp = probe::in_netns(&env.node_ns.path, move || {
+        probe::tcp_socket(ip, 80, Duration::from_secs(5))
+    })
+    .unwrap();
     assert!(tcp.is_success());
-    let closed = probe::in_netns(&env.node_ns.path, move || probe::tcp_socket(ip, 81, Duration::from_secs(2))).unwrap();
+    let closed = probe::in_netns(&env.node_ns.path, move || {
+        probe::tcp_socket(ip, 81, Duration::from_secs(2))
+    })
+    .unwrap();
     assert!(!closed.is_success());
     env.rt.stop_container(&httpd.id, Duration::ZERO).unwrap();
 }
@@ -86,14 +117,27 @@ fn half_created_sandbox_and_orphans_are_cleaned() {
     std::fs::create_dir_all(env.state_dir().join("sandboxes").join(half)).unwrap();
     let ipam = shoal_node::net::Ipam::open(env.state_dir().join("ipam"), env.cidr).unwrap();
     let half_ip = ipam.allocate(half).unwrap();
-    let report = env.rt.cleanup_orphans(&HashSet::from([keep.id.clone()])).unwrap();
+    let report = env
+        .rt
+        .cleanup_orphans(&HashSet::from([keep.id.clone()]))
+        .unwrap();
     let mut removed = report.sandboxes.clone();
     removed.sort();
     let mut want = vec![drop_me.id.clone(), half.to_string()];
     want.sort();
     assert_eq!(removed, want);
-    assert!(!ipam.allocations().unwrap().iter().any(|(ip, _)| *ip == half_ip));
-    let left: Vec<String> = env.rt.list_sandboxes().unwrap().into_iter().map(|s| s.id).collect();
+    assert!(!ipam
+        .allocations()
+        .unwrap()
+        .iter()
+        .any(|(ip, _)| *ip == half_ip));
+    let left: Vec<String> = env
+        .rt
+        .list_sandboxes()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
     assert_eq!(left, vec![keep.id.clone()]);
     assert!(!driver(&env).exists(&drop_me.cgroup));
     assert!(link_exists(&env.node_ns.name, &keep.host_veth));

@@ -25,6 +25,7 @@ use crate::context::{Ctx, Tunables};
 use crate::error::ReconcileError;
 use crate::events::{NORMAL, WARNING};
 use crate::gc::delete_any;
+use futures::StreamExt;
 use crate::podutil;
 
 pub const NAME: &str = "node-lifecycle";
@@ -185,8 +186,10 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
             .await
             .map_err(|e| ReconcileError::api("update", "Node", name.clone(), e))?;
     }
-    // Taint manager.
+    // Taint manager. Due evictions run concurrently (bounded): a failed node may hold
+    // hundreds of pods, and evicting them one write at a time delays every replacement.
     let mut next_eviction: Option<Time> = None;
+    let mut due = Vec::new();
     if current.spec.taints.iter().any(|t| t.effect == "NoExecute") {
         for pod in ctx.pods.by_index(INDEX_NODE, &name) {
             if pod.is_terminal()
@@ -204,19 +207,33 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
                 continue;
             };
             if at <= now {
-                let (ns, pname) = (&pod.metadata.namespace, &pod.metadata.name);
-                tracing::info!(node = %name, pod = %format!("{ns}/{pname}"), "evicting pod from tainted node");
-                delete_any(&ctx, "Pod", ns, pname, None, Some(0)).await?;
-                ctx.events.record(
-                    pod.as_ref(),
-                    NORMAL,
-                    "TaintManagerEviction",
-                    format!("Marking for deletion Pod {ns}/{pname}"),
-                );
+                due.push(pod);
             } else {
                 next_eviction = Some(next_eviction.map_or(at, |e| e.min(at)));
             }
         }
+    }
+    let evictions = futures::stream::iter(due.into_iter().map(|pod| {
+        let ctx = ctx.clone();
+        let node = name.clone();
+        async move {
+            let (ns, pname) = (&pod.metadata.namespace, &pod.metadata.name);
+            tracing::info!(node = %node, pod = %format!("{ns}/{pname}"), "evicting pod from tainted node");
+            delete_any(&ctx, "Pod", ns, pname, None, Some(0)).await?;
+            ctx.events.record(
+                pod.as_ref(),
+                NORMAL,
+                "TaintManagerEviction",
+                format!("Marking for deletion Pod {ns}/{pname}"),
+            );
+            Ok::<(), ReconcileError>(())
+        }
+    }))
+    .buffer_unordered(32)
+    .collect::<Vec<_>>()
+    .await;
+    for result in evictions {
+        result?;
     }
     let next = [decision.recheck_at, next_eviction]
         .into_iter()

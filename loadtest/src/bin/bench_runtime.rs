@@ -63,12 +63,21 @@ fn runc_bundle(dir: &Path, layer: &Path) -> PathBuf {
     let bundle = dir.join("runc-bundle");
     std::fs::create_dir_all(&bundle).unwrap();
     assert!(
-        quiet(Command::new("cp").arg("-a").arg(layer).arg(bundle.join("rootfs"))),
+        quiet(
+            Command::new("cp")
+                .arg("-a")
+                .arg(layer)
+                .arg(bundle.join("rootfs"))
+        ),
         "copy rootfs"
     );
-    assert!(quiet(Command::new("runc").arg("spec").current_dir(&bundle)), "runc spec");
+    assert!(
+        quiet(Command::new("runc").arg("spec").current_dir(&bundle)),
+        "runc spec"
+    );
     let path = bundle.join("config.json");
-    let mut cfg: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let mut cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     cfg["process"]["args"] = serde_json::json!(["/bin/true"]);
     cfg["process"]["terminal"] = serde_json::json!(false);
     std::fs::write(&path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
@@ -76,7 +85,10 @@ fn runc_bundle(dir: &Path, layer: &Path) -> PathBuf {
 }
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(50);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
     let tag = format!("{:x}", std::process::id());
     let dir = std::env::temp_dir().join(format!("shoal-bench-{tag}"));
     let netns = format!("shbench{tag}");
@@ -86,8 +98,13 @@ fn main() {
         netns: netns.clone(),
     };
     // The bridge lives in a private namespace: nothing touches the host network.
-    assert!(quiet(Command::new("ip").args(["netns", "add", &netns])), "ip netns add");
-    let cidr = format!("10.213.{}.0/24", std::process::id() % 250).parse().unwrap();
+    assert!(
+        quiet(Command::new("ip").args(["netns", "add", &netns])),
+        "ip netns add"
+    );
+    let cidr = format!("10.213.{}.0/24", std::process::id() % 250)
+        .parse()
+        .unwrap();
     let mut net = NetworkConfig::new(format!("shb{tag}"), cidr);
     net.host_netns = Some(PathBuf::from(format!("/run/netns/{netns}")));
     let mut cfg = RuntimeConfig::new(dir.join("state"), net);
@@ -119,7 +136,11 @@ fn main() {
 
     // Warm-up (page cache, bridge creation).
     let sb = rt
-        .create_sandbox(&SandboxSpec::new(format!("bench-{tag}"), "bench", "default"))
+        .create_sandbox(&SandboxSpec::new(
+            format!("bench-{tag}"),
+            "bench",
+            "default",
+        ))
         .unwrap();
     for _ in 0..3 {
         one(&sb);
@@ -139,7 +160,11 @@ fn main() {
     for i in 0..n {
         let t = Instant::now();
         let sb = rt
-            .create_sandbox(&SandboxSpec::new(format!("bench-{tag}-{i}"), "bench", "default"))
+            .create_sandbox(&SandboxSpec::new(
+                format!("bench-{tag}-{i}"),
+                "bench",
+                "default",
+            ))
             .unwrap();
         sandbox_create.push(t.elapsed());
         one(&sb);

@@ -44,7 +44,13 @@ impl CgroupDriver for FakeDriver {
         Ok(())
     }
     fn pids(&self, path: &str) -> Result<Vec<i32>> {
-        Ok(self.groups.lock().unwrap().get(path).map(|g| g.1.clone()).unwrap_or_default())
+        Ok(self
+            .groups
+            .lock()
+            .unwrap()
+            .get(path)
+            .map(|g| g.1.clone())
+            .unwrap_or_default())
     }
     fn stats(&self, path: &str) -> Result<CgroupStats> {
         Ok(CgroupStats {
@@ -90,8 +96,11 @@ mod tests {
     fn fake_driver_tracks_groups() {
         let d = FakeDriver::default();
         d.create("shoal/p1", &CgroupResources::default()).unwrap();
-        d.create("shoal/p1/c1", &CgroupResources::from_k8s(Some(100), None, Some(1), None))
-            .unwrap();
+        d.create(
+            "shoal/p1/c1",
+            &CgroupResources::from_k8s(Some(100), None, Some(1), None),
+        )
+        .unwrap();
         d.add_pid("shoal/p1/c1", 42).unwrap();
         assert_eq!(d.children("shoal/p1").unwrap(), vec!["c1".to_string()]);
         assert_eq!(d.stats("shoal/p1/c1").unwrap().pids_current, 1);
@@ -111,9 +120,18 @@ mod tests {
         )
         .unwrap();
         let dir = tmp.path().join("shoal/p");
-        assert_eq!(std::fs::read_to_string(dir.join("cpu.weight")).unwrap(), "39");
-        assert_eq!(std::fs::read_to_string(dir.join("cpu.max")).unwrap(), "50000 100000");
-        assert_eq!(std::fs::read_to_string(dir.join("memory.max")).unwrap(), "1048576");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cpu.weight")).unwrap(),
+            "39"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cpu.max")).unwrap(),
+            "50000 100000"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.max")).unwrap(),
+            "1048576"
+        );
         assert_eq!(std::fs::read_to_string(dir.join("pids.max")).unwrap(), "64");
         std::fs::write(dir.join("memory.events"), "low 0\noom 2\noom_kill 1\n").unwrap();
         assert_eq!(d.oom_kill_count("shoal/p").unwrap(), 1);

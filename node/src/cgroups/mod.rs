@@ -100,8 +100,12 @@ pub struct CgroupStats {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum CgroupConfig {
     /// controller name -> mount point of its hierarchy.
-    V1 { mounts: BTreeMap<String, PathBuf> },
-    V2 { root: PathBuf },
+    V1 {
+        mounts: BTreeMap<String, PathBuf>,
+    },
+    V2 {
+        root: PathBuf,
+    },
     Fake,
 }
 
@@ -162,16 +166,22 @@ pub fn detect() -> Result<CgroupConfig> {
     let mut mounts = BTreeMap::new();
     for line in info.lines() {
         // "... mountpoint opts ... - fstype source superopts"
-        let Some((pre, post)) = line.split_once(" - ") else { continue };
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
         let mut post = post.split(' ');
         if post.next() != Some("cgroup") {
             continue;
         }
         let superopts = post.nth(1).unwrap_or("");
-        let Some(mp) = pre.split(' ').nth(4) else { continue };
+        let Some(mp) = pre.split(' ').nth(4) else {
+            continue;
+        };
         for opt in superopts.split(',') {
             if v1::CONTROLLERS.contains(&opt) {
-                mounts.entry(opt.to_string()).or_insert_with(|| PathBuf::from(mp));
+                mounts
+                    .entry(opt.to_string())
+                    .or_insert_with(|| PathBuf::from(mp));
             }
         }
     }
@@ -187,7 +197,9 @@ pub fn detect() -> Result<CgroupConfig> {
 pub(crate) fn validate_path(path: &str) -> Result<()> {
     if path.is_empty()
         || path.starts_with('/')
-        || path.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+        || path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
     {
         return Err(Error::Cgroup {
             path: path.into(),
@@ -242,7 +254,10 @@ pub(crate) fn rmdir_retry(
         match std::fs::remove_dir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < deadline => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && std::time::Instant::now() < deadline =>
+            {
                 before_retry();
                 // Backoff (not a test sync): the kernel frees the cgroup once the
                 // killed tasks are fully reaped, which we cannot wait on directly.
@@ -270,7 +285,10 @@ pub(crate) fn subdirs_deepest_first(dir: &std::path::Path) -> Vec<PathBuf> {
 
 pub(crate) fn kill_all(pids: &[i32]) {
     for &p in pids {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
 

@@ -95,7 +95,10 @@ impl CgroupDriver for V1Driver {
     }
 
     fn procs_files(&self, path: &str) -> Vec<PathBuf> {
-        self.dirs(path).into_iter().map(|d| d.join("cgroup.procs")).collect()
+        self.dirs(path)
+            .into_iter()
+            .map(|d| d.join("cgroup.procs"))
+            .collect()
     }
 
     fn pids(&self, path: &str) -> Result<Vec<i32>> {
@@ -154,7 +157,10 @@ impl CgroupDriver for V1Driver {
         validate_path(path)?;
         let deadline = Instant::now() + timeout;
         let kill_tree = |root: &Path| {
-            for d in subdirs_deepest_first(root).iter().chain(std::iter::once(&root.to_path_buf())) {
+            for d in subdirs_deepest_first(root)
+                .iter()
+                .chain(std::iter::once(&root.to_path_buf()))
+            {
                 if let Ok(p) = read_pids(&d.join("cgroup.procs")) {
                     kill_all(&p);
                 }
@@ -164,7 +170,10 @@ impl CgroupDriver for V1Driver {
             kill_tree(&pids_dir);
         }
         for root in self.dirs(path) {
-            for d in subdirs_deepest_first(&root).into_iter().chain(std::iter::once(root.clone())) {
+            for d in subdirs_deepest_first(&root)
+                .into_iter()
+                .chain(std::iter::once(root.clone()))
+            {
                 rmdir_retry(&d, deadline, || kill_tree(&d))?;
             }
         }

@@ -132,7 +132,10 @@ impl CgroupDriver for V2Driver {
             // cgroup.kill (5.14+) kills the whole subtree atomically, including
             // tasks forked while we iterate; fall back to per-pid SIGKILL.
             if std::fs::write(d.join("cgroup.kill"), "1").is_err() {
-                for sub in subdirs_deepest_first(d).iter().chain(std::iter::once(&d.to_path_buf())) {
+                for sub in subdirs_deepest_first(d)
+                    .iter()
+                    .chain(std::iter::once(&d.to_path_buf()))
+                {
                     if let Ok(p) = read_pids(&sub.join("cgroup.procs")) {
                         kill_all(&p);
                     }
@@ -140,7 +143,10 @@ impl CgroupDriver for V2Driver {
             }
         };
         kill(&root);
-        for d in subdirs_deepest_first(&root).into_iter().chain(std::iter::once(root.clone())) {
+        for d in subdirs_deepest_first(&root)
+            .into_iter()
+            .chain(std::iter::once(root.clone()))
+        {
             rmdir_retry(&d, deadline, || kill(&d))?;
         }
         Ok(())

@@ -91,15 +91,20 @@ impl ImageStore {
 
     /// Add one blob, verifying its sha256 (and `size` when given) before it
     /// becomes visible. Idempotent: an existing blob is kept.
-    pub fn import_blob(&self, digest: &Digest, size: Option<u64>, mut data: impl Read) -> Result<PathBuf> {
+    pub fn import_blob(
+        &self,
+        digest: &Digest,
+        size: Option<u64>,
+        mut data: impl Read,
+    ) -> Result<PathBuf> {
         let dest = self.blob_path(digest);
         if dest.is_file() {
             return Ok(dest);
         }
-        let tmp = self
-            .root
-            .join("tmp")
-            .join(format!("blob-{}-{}", digest.hex(), util::random_hex(4)));
+        let tmp =
+            self.root
+                .join("tmp")
+                .join(format!("blob-{}-{}", digest.hex(), util::random_hex(4)));
         let result = (|| {
             let mut f = fs::File::create(&tmp).ctx(&tmp, "create")?;
             let mut hasher = Sha256::new();
@@ -160,12 +165,17 @@ impl ImageStore {
         if path.is_dir() {
             return self.import_dir(path);
         }
-        let tmp = self.root.join("tmp").join(format!("import-{}", util::random_hex(6)));
+        let tmp = self
+            .root
+            .join("tmp")
+            .join(format!("import-{}", util::random_hex(6)));
         fs::create_dir_all(&tmp).ctx(&tmp, "mkdir")?;
         let result = (|| {
             let f = fs::File::open(path).ctx(path, "open")?;
             // tar::Archive::unpack refuses entries escaping the destination.
-            tar::Archive::new(f).unpack(&tmp).ctx(path, "extract image tar")?;
+            tar::Archive::new(f)
+                .unpack(&tmp)
+                .ctx(path, "extract image tar")?;
             self.import_dir(&tmp)
         })();
         let _ = fs::remove_dir_all(&tmp);
@@ -285,7 +295,12 @@ impl ImageStore {
                 self.import_blob(&digest, Some(size), f)?;
                 let gz = is_gzip(&p)?;
                 layers.push(Descriptor {
-                    media_type: if gz { oci::MEDIA_LAYER_GZIP } else { oci::MEDIA_LAYER_TAR }.into(),
+                    media_type: if gz {
+                        oci::MEDIA_LAYER_GZIP
+                    } else {
+                        oci::MEDIA_LAYER_TAR
+                    }
+                    .into(),
                     digest,
                     size,
                     annotations: Default::default(),
@@ -318,7 +333,12 @@ impl ImageStore {
     }
 
     /// Record `reference -> manifest` (when named) and return the image info.
-    fn record(&self, name: Option<&str>, manifest_digest: &Digest, manifest: &Manifest) -> Result<ImageInfo> {
+    fn record(
+        &self,
+        name: Option<&str>,
+        manifest_digest: &Digest,
+        manifest: &Manifest,
+    ) -> Result<ImageInfo> {
         let config_bytes = self.read_blob(&manifest.config.digest)?;
         let config: ConfigFile = serde_json::from_slice(&config_bytes)
             .map_err(|e| Error::json(format!("config {}", manifest.config.digest), e))?;
@@ -448,10 +468,10 @@ impl ImageStore {
         if !blob.is_file() {
             return Err(Error::InvalidImage(format!("layer {layer} not in store")));
         }
-        let tmp = self
-            .root
-            .join("tmp")
-            .join(format!("layer-{}-{}", layer.hex(), util::random_hex(4)));
+        let tmp =
+            self.root
+                .join("tmp")
+                .join(format!("layer-{}-{}", layer.hex(), util::random_hex(4)));
         fs::create_dir(&tmp).ctx(&tmp, "mkdir")?;
         if let Err(e) = unpack_layer(&blob, &tmp) {
             let _ = fs::remove_dir_all(&tmp);
@@ -480,8 +500,13 @@ impl ImageStore {
 
 fn safe_join(dir: &Path, rel: &str) -> Result<PathBuf> {
     let p = Path::new(rel);
-    if p.is_absolute() || p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
-        return Err(Error::InvalidImage(format!("unsafe path {rel:?} in manifest.json")));
+    if p.is_absolute()
+        || p.components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(Error::InvalidImage(format!(
+            "unsafe path {rel:?} in manifest.json"
+        )));
     }
     Ok(dir.join(p))
 }

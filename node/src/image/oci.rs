@@ -24,10 +24,14 @@ pub struct Digest(String);
 
 impl Digest {
     pub fn parse(s: &str) -> Result<Digest> {
-        let hex = s
-            .strip_prefix("sha256:")
-            .ok_or_else(|| Error::InvalidImage(format!("unsupported digest {s:?} (only sha256)")))?;
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        let hex = s.strip_prefix("sha256:").ok_or_else(|| {
+            Error::InvalidImage(format!("unsupported digest {s:?} (only sha256)"))
+        })?;
+        if hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
             return Err(Error::InvalidImage(format!("malformed digest {s:?}")));
         }
         Ok(Digest(s.to_string()))
@@ -150,8 +154,14 @@ pub struct ConfigFile {
 /// A parsed image reference: `name[:tag]` or `name@sha256:...`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Reference {
-    Tag { name: String, tag: String },
-    Digest { name: Option<String>, digest: Digest },
+    Tag {
+        name: String,
+        tag: String,
+    },
+    Digest {
+        name: Option<String>,
+        digest: Digest,
+    },
 }
 
 impl Reference {
@@ -162,7 +172,11 @@ impl Reference {
         }
         if let Some((name, digest)) = s.split_once('@') {
             let digest = Digest::parse(digest).map_err(|_| bad())?;
-            let name = if name.is_empty() { None } else { Some(name.to_string()) };
+            let name = if name.is_empty() {
+                None
+            } else {
+                Some(name.to_string())
+            };
             return Ok(Reference::Digest { name, digest });
         }
         if s.starts_with("sha256:") {
@@ -191,7 +205,10 @@ impl fmt::Display for Reference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reference::Tag { name, tag } => write!(f, "{name}:{tag}"),
-            Reference::Digest { name: Some(n), digest } => write!(f, "{n}@{digest}"),
+            Reference::Digest {
+                name: Some(n),
+                digest,
+            } => write!(f, "{n}@{digest}"),
             Reference::Digest { name: None, digest } => write!(f, "{digest}"),
         }
     }

@@ -53,7 +53,11 @@ fn sanitize(layer: &str, raw: &Path) -> Result<Option<PathBuf>> {
             }
         }
     }
-    Ok(if out.as_os_str().is_empty() { None } else { Some(out) })
+    Ok(if out.as_os_str().is_empty() {
+        None
+    } else {
+        Some(out)
+    })
 }
 
 /// mkdir -p `rel` under `root`, refusing to traverse symlinks (an earlier entry
@@ -109,7 +113,9 @@ pub fn unpack_layer(blob: &Path, dest: &Path) -> Result<()> {
     for entry in entries {
         let mut entry = entry.ctx(blob, "read tar entry")?;
         let raw = entry.path().ctx(blob, "tar entry path")?.into_owned();
-        let Some(rel) = sanitize(&layer, &raw)? else { continue };
+        let Some(rel) = sanitize(&layer, &raw)? else {
+            continue;
+        };
         let name = rel
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
@@ -119,8 +125,7 @@ pub fn unpack_layer(blob: &Path, dest: &Path) -> Result<()> {
         let parent = dest.join(parent_rel);
 
         if name == OPAQUE_MARKER {
-            xattr::set(&parent, "trusted.overlay.opaque", b"y")
-                .ctx(&parent, "set opaque xattr")?;
+            xattr::set(&parent, "trusted.overlay.opaque", b"y").ctx(&parent, "set opaque xattr")?;
             continue;
         }
         if let Some(victim) = name.strip_prefix(WHITEOUT_PREFIX) {
@@ -177,7 +182,9 @@ pub fn unpack_layer(blob: &Path, dest: &Path) -> Result<()> {
                 let link = entry
                     .link_name()
                     .ctx(&target, "symlink target")?
-                    .ok_or_else(|| Error::InvalidImage(format!("symlink {rel:?} without target")))?;
+                    .ok_or_else(|| {
+                        Error::InvalidImage(format!("symlink {rel:?} without target"))
+                    })?;
                 remove_existing(&target)?;
                 std::os::unix::fs::symlink(&link, &target).ctx(&target, "symlink")?;
                 lchown(&target, Some(uid as u32), Some(gid as u32)).ctx(&target, "chown")?;
@@ -186,7 +193,9 @@ pub fn unpack_layer(blob: &Path, dest: &Path) -> Result<()> {
                 let link = entry
                     .link_name()
                     .ctx(&target, "hardlink target")?
-                    .ok_or_else(|| Error::InvalidImage(format!("hardlink {rel:?} without target")))?;
+                    .ok_or_else(|| {
+                        Error::InvalidImage(format!("hardlink {rel:?} without target"))
+                    })?;
                 let src_rel = sanitize(&layer, &link)?.ok_or_else(|| Error::UnsafePath {
                     layer: layer.clone(),
                     path: link.display().to_string(),
@@ -199,9 +208,7 @@ pub fn unpack_layer(blob: &Path, dest: &Path) -> Result<()> {
                 remove_existing(&target)?;
                 fs::hard_link(&src, &target).ctx(&target, "hardlink")?;
             }
-            tar::EntryType::Char
-            | tar::EntryType::Block
-            | tar::EntryType::Fifo => {
+            tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {
                 tracing::debug!(path = %rel.display(), "skipping device node in layer");
             }
             _ => {

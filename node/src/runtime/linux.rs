@@ -5,7 +5,8 @@ use super::shimcall::{self, find_shim};
 use super::{CleanupReport, ExecRequest, ExecResult, Runtime, Stats};
 use crate::cgroups::{self, CgroupConfig, CgroupDriver};
 use crate::container::{
-    ContainerInfo, ContainerRecord, ContainerSpec, ContainerState, ExitFile, ExitReason, MountSource, PidFile,
+    ContainerInfo, ContainerRecord, ContainerSpec, ContainerState, ExitFile, ExitReason,
+    MountSource, PidFile,
 };
 use crate::error::{Error, IoCtx, Result};
 use crate::image::ImageStore;
@@ -100,7 +101,11 @@ impl Trash {
     fn new(dir: PathBuf) -> Result<Trash> {
         ensure_dir(&dir)?;
         let (tx, rx) = std::sync::mpsc::channel::<PathBuf>();
-        let leftovers: Vec<PathBuf> = fs::read_dir(&dir).ctx(&dir, "readdir")?.flatten().map(|e| e.path()).collect();
+        let leftovers: Vec<PathBuf> = fs::read_dir(&dir)
+            .ctx(&dir, "readdir")?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
         std::thread::Builder::new()
             .name("shoal-trash".into())
             .spawn(move || {
@@ -111,7 +116,10 @@ impl Trash {
                 }
             })
             .ctx(&dir, "spawn trash thread")?;
-        Ok(Trash { dir, tx: Mutex::new(Some(tx)) })
+        Ok(Trash {
+            dir,
+            tx: Mutex::new(Some(tx)),
+        })
     }
 
     /// Move `path` out of the way and schedule its deletion (idempotent).
@@ -119,7 +127,11 @@ impl Trash {
         if !path.exists() {
             return Ok(());
         }
-        let dest = self.dir.join(format!("{}-{}", util::random_hex(4), path.file_name().unwrap_or_default().to_string_lossy()));
+        let dest = self.dir.join(format!(
+            "{}-{}",
+            util::random_hex(4),
+            path.file_name().unwrap_or_default().to_string_lossy()
+        ));
         match fs::rename(path, &dest) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -141,7 +153,10 @@ fn ensure_dir(p: &Path) -> Result<()> {
 impl LinuxRuntime {
     pub fn new(cfg: RuntimeConfig) -> Result<LinuxRuntime> {
         cgroups::validate_path(&cfg.cgroup_parent)?;
-        let run_dir = cfg.run_dir.clone().unwrap_or_else(|| cfg.state_dir.join("run"));
+        let run_dir = cfg
+            .run_dir
+            .clone()
+            .unwrap_or_else(|| cfg.state_dir.join("run"));
         for d in ["sandboxes", "containers"] {
             ensure_dir(&cfg.state_dir.join(d))?;
         }
@@ -149,7 +164,10 @@ impl LinuxRuntime {
         let shim = match &cfg.shim_path {
             Some(p) => p.clone(),
             None => find_shim().ok_or_else(|| {
-                Error::Unsupported("shoal-shim binary not found (set SHOAL_SHIM or RuntimeConfig::shim_path)".into())
+                Error::Unsupported(
+                    "shoal-shim binary not found (set SHOAL_SHIM or RuntimeConfig::shim_path)"
+                        .into(),
+                )
             })?,
         };
         let cg = match &cfg.cgroup {
@@ -219,9 +237,11 @@ impl LinuxRuntime {
 
     fn record(&self, id: &str) -> Result<ContainerRecord> {
         validate_id("container", id)?;
-        read_json_opt(&self.container_dir(id).join("container.json"))?.ok_or_else(|| Error::NotFound {
-            kind: "container",
-            id: id.into(),
+        read_json_opt(&self.container_dir(id).join("container.json"))?.ok_or_else(|| {
+            Error::NotFound {
+                kind: "container",
+                id: id.into(),
+            }
         })
     }
 
@@ -239,9 +259,12 @@ impl LinuxRuntime {
         let dir = self.sandbox_dir(&spec.id);
         let ip = self.ipam.allocate(&spec.id)?;
         let cidr = self.cfg.network.pod_cidr;
-        fs::write(dir.join("hosts"), sandbox::render_hosts(spec, ip)).ctx(dir.join("hosts"), "write")?;
-        fs::write(dir.join("resolv.conf"), spec.dns.render()).ctx(dir.join("resolv.conf"), "write")?;
-        fs::write(dir.join("hostname"), format!("{}\n", spec.name)).ctx(dir.join("hostname"), "write")?;
+        fs::write(dir.join("hosts"), sandbox::render_hosts(spec, ip))
+            .ctx(dir.join("hosts"), "write")?;
+        fs::write(dir.join("resolv.conf"), spec.dns.render())
+            .ctx(dir.join("resolv.conf"), "write")?;
+        fs::write(dir.join("hostname"), format!("{}\n", spec.name))
+            .ctx(dir.join("hostname"), "write")?;
         ensure_dir(&dir.join("volumes"))?;
         ensure_dir(&dir.join("logs"))?;
         let cgroup = self.pod_cgroup(&spec.id);
@@ -364,7 +387,13 @@ impl LinuxRuntime {
         Ok(v)
     }
 
-    fn build_run_spec(&self, sb: &SandboxInfo, spec: &ContainerSpec, id: &str, dir: &Path) -> Result<(RunSpec, ContainerRecord)> {
+    fn build_run_spec(
+        &self,
+        sb: &SandboxInfo,
+        spec: &ContainerSpec,
+        id: &str,
+        dir: &Path,
+    ) -> Result<(RunSpec, ContainerRecord)> {
         let img = self.images.resolve(&spec.image)?;
         let ic = &img.config;
         let argv: Vec<String> = match (&spec.command, &spec.args) {
@@ -378,7 +407,9 @@ impl LinuxRuntime {
                 .collect(),
         };
         if argv.is_empty() {
-            return Err(Error::InvalidSpec("no command: neither the spec nor the image sets one".into()));
+            return Err(Error::InvalidSpec(
+                "no command: neither the spec nor the image sets one".into(),
+            ));
         }
         let mut env: Vec<String> = ic.env.clone().unwrap_or_default();
         let mut set = |k: &str, v: &str| {
@@ -402,10 +433,17 @@ impl LinuxRuntime {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "/".into());
         if !cwd.starts_with('/') {
-            return Err(Error::InvalidSpec(format!("working dir {cwd:?} must be absolute")));
+            return Err(Error::InvalidSpec(format!(
+                "working dir {cwd:?} must be absolute"
+            )));
         }
-        let user = spec.user.clone().or_else(|| ic.user.clone()).filter(|u| !u.is_empty());
-        let mut caps = shim::effective_caps(&spec.cap_add, &spec.cap_drop).map_err(Error::InvalidSpec)?;
+        let user = spec
+            .user
+            .clone()
+            .or_else(|| ic.user.clone())
+            .filter(|u| !u.is_empty());
+        let mut caps =
+            shim::effective_caps(&spec.cap_add, &spec.cap_drop).map_err(Error::InvalidSpec)?;
         // NOTE: on cgroup v2 device access control needs an eBPF program, which
         // we do not attach yet; without it CAP_MKNOD would let a container create
         // and open host block devices, so it is withheld there.
@@ -413,13 +451,28 @@ impl LinuxRuntime {
             caps.retain(|c| c != "CAP_MKNOD");
         }
         let mut mounts = vec![
-            BindMount { source: sb.hosts_path(), destination: "/etc/hosts".into(), read_only: false },
-            BindMount { source: sb.resolv_path(), destination: "/etc/resolv.conf".into(), read_only: false },
-            BindMount { source: sb.hostname_path(), destination: "/etc/hostname".into(), read_only: false },
+            BindMount {
+                source: sb.hosts_path(),
+                destination: "/etc/hosts".into(),
+                read_only: false,
+            },
+            BindMount {
+                source: sb.resolv_path(),
+                destination: "/etc/resolv.conf".into(),
+                read_only: false,
+            },
+            BindMount {
+                source: sb.hostname_path(),
+                destination: "/etc/hostname".into(),
+                read_only: false,
+            },
         ];
         for m in &spec.mounts {
             if !m.destination.starts_with('/') {
-                return Err(Error::InvalidSpec(format!("mount destination {:?} must be absolute", m.destination)));
+                return Err(Error::InvalidSpec(format!(
+                    "mount destination {:?} must be absolute",
+                    m.destination
+                )));
             }
             let source = match &m.source {
                 MountSource::EmptyDir(name) => {
@@ -430,15 +483,25 @@ impl LinuxRuntime {
                 }
                 MountSource::HostPath(p) => {
                     if !self.cfg.allow_host_path {
-                        return Err(Error::InvalidSpec(format!("hostPath {} not allowed on this node", p.display())));
+                        return Err(Error::InvalidSpec(format!(
+                            "hostPath {} not allowed on this node",
+                            p.display()
+                        )));
                     }
                     if !p.is_absolute() || !p.exists() {
-                        return Err(Error::InvalidSpec(format!("hostPath {} must exist and be absolute", p.display())));
+                        return Err(Error::InvalidSpec(format!(
+                            "hostPath {} must exist and be absolute",
+                            p.display()
+                        )));
                     }
                     p.clone()
                 }
             };
-            mounts.push(BindMount { source, destination: m.destination.clone(), read_only: m.read_only });
+            mounts.push(BindMount {
+                source,
+                destination: m.destination.clone(),
+                read_only: m.read_only,
+            });
         }
         let lowers = self.images.lower_dirs(&img)?;
         let rootfs = Rootfs::prepare(dir, lowers)?;
@@ -504,8 +567,14 @@ impl LinuxRuntime {
                 monitor_pid: pf.monitor_pid,
                 started_at: util::from_ns(pf.started_at_ns),
             }),
-            Reply::Failed(e) => Err(Error::Container { id: id.to_string(), error: e }),
-            other => Err(Error::Shim { mode: "run", message: format!("unexpected reply {other:?}") }),
+            Reply::Failed(e) => Err(Error::Container {
+                id: id.to_string(),
+                error: e,
+            }),
+            other => Err(Error::Shim {
+                mode: "run",
+                message: format!("unexpected reply {other:?}"),
+            }),
         }
     }
 
@@ -535,9 +604,14 @@ impl LinuxRuntime {
             }
             return Ok(e.state(started_at));
         }
-        let Some(pf) = pf else { return Ok(ContainerState::Created) };
+        let Some(pf) = pf else {
+            return Ok(ContainerState::Created);
+        };
         if process_alive(pf.pid, pf.start_time) {
-            return Ok(ContainerState::Running { pid: pf.pid, started_at });
+            return Ok(ContainerState::Running {
+                pid: pf.pid,
+                started_at,
+            });
         }
         // Init is gone; the monitor is about to write exit.json (it writes it
         // right after reaping), unless it died too.
@@ -571,7 +645,10 @@ impl LinuxRuntime {
 fn reap_if_zombie_child(pid: i32, start_time: u64) {
     if let Some((st, true)) = util::proc_start_time(pid) {
         if st == start_time {
-            let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+            let _ = nix::sys::wait::waitpid(
+                Pid::from_raw(pid),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
         }
     }
 }
@@ -580,13 +657,19 @@ impl Runtime for LinuxRuntime {
     fn create_sandbox(&self, spec: &SandboxSpec) -> Result<SandboxInfo> {
         validate_id("sandbox", &spec.id)?;
         if spec.name.is_empty() || spec.name.len() > 63 {
-            return Err(Error::InvalidSpec(format!("pod name {:?} must be 1-63 chars (it is the hostname)", spec.name)));
+            return Err(Error::InvalidSpec(format!(
+                "pod name {:?} must be 1-63 chars (it is the hostname)",
+                spec.name
+            )));
         }
         let dir = self.sandbox_dir(&spec.id);
         match fs::create_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(Error::AlreadyExists { kind: "sandbox", id: spec.id.clone() })
+                return Err(Error::AlreadyExists {
+                    kind: "sandbox",
+                    id: spec.id.clone(),
+                })
             }
             Err(e) => return Err(Error::io(&dir, "mkdir", e)),
         }
@@ -614,7 +697,8 @@ impl Runtime for LinuxRuntime {
             self.delete_veth(&net::host_veth_name(id));
         }
         self.release_namespaces(id)?;
-        self.cgroups.delete(&self.pod_cgroup(id), CGROUP_DELETE_TIMEOUT)?;
+        self.cgroups
+            .delete(&self.pod_cgroup(id), CGROUP_DELETE_TIMEOUT)?;
         self.ipam.release_owner(id)?;
         util::remove_dir_all_idem(&self.sandbox_dir(id))
     }
@@ -627,10 +711,17 @@ impl Runtime for LinuxRuntime {
             .collect())
     }
 
-    fn start_container(&self, sandbox: &SandboxInfo, spec: &ContainerSpec) -> Result<ContainerInfo> {
+    fn start_container(
+        &self,
+        sandbox: &SandboxInfo,
+        spec: &ContainerSpec,
+    ) -> Result<ContainerInfo> {
         validate_id("container name", &spec.name)?;
         if !sandbox.netns_path.exists() {
-            return Err(Error::NotFound { kind: "sandbox", id: sandbox.id.clone() });
+            return Err(Error::NotFound {
+                kind: "sandbox",
+                id: sandbox.id.clone(),
+            });
         }
         let id = format!("{}-{}", spec.name, util::random_hex(6));
         let dir = self.container_dir(&id);
@@ -681,7 +772,9 @@ impl Runtime for LinuxRuntime {
     fn stop_container(&self, id: &str, grace: Duration) -> Result<ContainerState> {
         let rec = self.record(id)?;
         let st = self.state_of(id, &rec)?;
-        let Some(pf) = self.pidfile(id)? else { return Ok(st) };
+        let Some(pf) = self.pidfile(id)? else {
+            return Ok(st);
+        };
         if st.is_exited() {
             return Ok(st);
         }
@@ -693,7 +786,9 @@ impl Runtime for LinuxRuntime {
         self.kill_container(&rec, &pf, Signal::SIGKILL);
         let st = self.wait_container(id, Duration::from_secs(10))?;
         if !st.is_exited() {
-            return Err(Error::Timeout(format!("container {id} did not exit after SIGKILL")));
+            return Err(Error::Timeout(format!(
+                "container {id} did not exit after SIGKILL"
+            )));
         }
         Ok(st)
     }
@@ -722,7 +817,9 @@ impl Runtime for LinuxRuntime {
     fn list_containers(&self) -> Result<Vec<ContainerInfo>> {
         let mut v = Vec::new();
         for id in self.container_ids()? {
-            let (Ok(rec), Ok(Some(pf))) = (self.record(&id), self.pidfile(&id)) else { continue };
+            let (Ok(rec), Ok(Some(pf))) = (self.record(&id), self.pidfile(&id)) else {
+                continue;
+            };
             v.push(ContainerInfo {
                 id: id.clone(),
                 sandbox_id: rec.sandbox_id,
@@ -738,7 +835,9 @@ impl Runtime for LinuxRuntime {
 
     fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecResult> {
         let rec = self.record(id)?;
-        let pf = self.pidfile(id)?.filter(|p| process_alive(p.pid, p.start_time));
+        let pf = self
+            .pidfile(id)?
+            .filter(|p| process_alive(p.pid, p.start_time));
         let Some(pf) = pf else {
             return Err(Error::InvalidSpec(format!("container {id} is not running")));
         };
@@ -766,8 +865,14 @@ impl Runtime for LinuxRuntime {
                 stderr: r.stderr,
                 timed_out: r.timed_out,
             }),
-            Reply::Failed(e) => Err(Error::Container { id: id.to_string(), error: e }),
-            other => Err(Error::Shim { mode: "exec", message: format!("unexpected reply {other:?}") }),
+            Reply::Failed(e) => Err(Error::Container {
+                id: id.to_string(),
+                error: e,
+            }),
+            other => Err(Error::Shim {
+                mode: "exec",
+                message: format!("unexpected reply {other:?}"),
+            }),
         }
     }
 
@@ -802,7 +907,8 @@ impl Runtime for LinuxRuntime {
         }
         for child in self.cgroups.children(&self.cfg.cgroup_parent)? {
             if !live.contains(&child) && validate_id("sandbox", &child).is_ok() {
-                self.cgroups.delete(&self.pod_cgroup(&child), CGROUP_DELETE_TIMEOUT)?;
+                self.cgroups
+                    .delete(&self.pod_cgroup(&child), CGROUP_DELETE_TIMEOUT)?;
                 report.cgroups.push(child);
             }
         }

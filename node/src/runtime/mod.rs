@@ -79,7 +79,8 @@ pub trait Runtime: Send + Sync {
 
     /// Start a container in `sandbox`; returns once the workload is exec'd (or
     /// with a typed error naming the failed step).
-    fn start_container(&self, sandbox: &SandboxInfo, spec: &ContainerSpec) -> Result<ContainerInfo>;
+    fn start_container(&self, sandbox: &SandboxInfo, spec: &ContainerSpec)
+        -> Result<ContainerInfo>;
     fn container_state(&self, id: &str) -> Result<ContainerState>;
     /// Block until the container exits or `timeout` passes; returns the state.
     fn wait_container(&self, id: &str, timeout: Duration) -> Result<ContainerState>;

@@ -21,7 +21,8 @@ pub fn find_shim() -> Option<PathBuf> {
 }
 
 pub(crate) fn call<T: Serialize>(shim: &Path, mode: &'static str, req: &T) -> Result<Reply> {
-    let body = serde_json::to_vec(req).map_err(|e| Error::json(format!("shim {mode} request"), e))?;
+    let body =
+        serde_json::to_vec(req).map_err(|e| Error::json(format!("shim {mode} request"), e))?;
     let mut child = Command::new(shim)
         .arg(mode)
         .stdin(Stdio::piped())

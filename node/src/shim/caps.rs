@@ -25,7 +25,11 @@ pub const DEFAULT_CAPS: &[&str] = &[
 
 fn normalize(name: &str) -> Result<String, String> {
     let up = name.trim().to_ascii_uppercase();
-    let full = if up.starts_with("CAP_") { up } else { format!("CAP_{up}") };
+    let full = if up.starts_with("CAP_") {
+        up
+    } else {
+        format!("CAP_{up}")
+    };
     Capability::from_str(&full)
         .map(|c| c.to_string())
         .map_err(|_| format!("unknown capability {name:?}"))
@@ -54,7 +58,10 @@ pub fn effective_caps(add: &[String], drop: &[String]) -> Result<Vec<String>, St
 fn to_set(names: &[String]) -> Result<CapsHashSet, StepError> {
     names
         .iter()
-        .map(|n| Capability::from_str(n).map_err(|_| StepError::new("capabilities", format!("unknown capability {n}"))))
+        .map(|n| {
+            Capability::from_str(n)
+                .map_err(|_| StepError::new("capabilities", format!("unknown capability {n}")))
+        })
         .collect()
 }
 
@@ -105,7 +112,8 @@ mod tests {
 
     #[test]
     fn add_drop() {
-        let c = effective_caps(&["net_admin".into()], &["CAP_KILL".into(), "mknod".into()]).unwrap();
+        let c =
+            effective_caps(&["net_admin".into()], &["CAP_KILL".into(), "mknod".into()]).unwrap();
         assert!(c.contains(&"CAP_NET_ADMIN".to_string()));
         assert!(!c.contains(&"CAP_KILL".to_string()));
         assert!(!c.contains(&"CAP_MKNOD".to_string()));

@@ -68,7 +68,10 @@ fn run(spec: &ExecSpec) -> Result<ExecReply, StepError> {
     };
     drop((out_w, err_w, rep_w));
     let (status, stdout, stderr, timed_out) = collect(spec, child, out_r, err_r)?;
-    for line in BufReader::new(File::from(rep_r)).lines().map_while(Result::ok) {
+    for line in BufReader::new(File::from(rep_r))
+        .lines()
+        .map_while(Result::ok)
+    {
         if let Ok(PipeMsg::Failed(e)) = serde_json::from_str::<PipeMsg>(&line) {
             return Err(e);
         }
@@ -88,7 +91,12 @@ fn run(spec: &ExecSpec) -> Result<ExecReply, StepError> {
 
 type Collected = (WaitStatus, Vec<u8>, Vec<u8>, bool);
 
-fn collect(spec: &ExecSpec, child: i32, out_r: OwnedFd, err_r: OwnedFd) -> Result<Collected, StepError> {
+fn collect(
+    spec: &ExecSpec,
+    child: i32,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+) -> Result<Collected, StepError> {
     let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms.max(1));
     let pidfd = sys::pidfd_open(child).map_err(|e| StepError::io("exec", &e, "pidfd_open"))?;
     let mut files = [Some(File::from(out_r)), Some(File::from(err_r))];
@@ -115,14 +123,21 @@ fn collect(spec: &ExecSpec, child: i32, out_r: OwnedFd, err_r: OwnedFd) -> Resul
         if !exited {
             fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
         }
-        let ms = if timed_out { 100 } else { left.as_millis().min(60_000) as u16 + 1 };
+        let ms = if timed_out {
+            100
+        } else {
+            left.as_millis().min(60_000) as u16 + 1
+        };
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(0) if exited || timed_out => break,
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(StepError::sys("exec", e, "poll")),
         }
-        let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
         drop(fds);
         for (k, &i) in idx.iter().enumerate() {
             if !ready[k] {
@@ -145,12 +160,19 @@ fn collect(spec: &ExecSpec, child: i32, out_r: OwnedFd, err_r: OwnedFd) -> Resul
         // Output closed before exit: still bounded by the deadline.
         let left = deadline.saturating_duration_since(Instant::now());
         let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
-        if poll(&mut fds, PollTimeout::from(left.as_millis().min(60_000) as u16)).unwrap_or(0) == 0 {
+        if poll(
+            &mut fds,
+            PollTimeout::from(left.as_millis().min(60_000) as u16),
+        )
+        .unwrap_or(0)
+            == 0
+        {
             timed_out = true;
             let _ = kill(Pid::from_raw(child), Signal::SIGKILL);
         }
     }
-    let status = waitpid(Pid::from_raw(child), None).map_err(|e| StepError::sys("exec", e, "waitpid"))?;
+    let status =
+        waitpid(Pid::from_raw(child), None).map_err(|e| StepError::sys("exec", e, "waitpid"))?;
     let [out, err] = bufs;
     Ok((status, out, err, timed_out))
 }
@@ -159,26 +181,42 @@ fn child(spec: &ExecSpec, out_w: OwnedFd, err_w: OwnedFd) -> Result<Infallible, 
     // Die with the shim (e.g. the runtime kills it on its own timeout). The
     // usual getppid() re-check after prctl does not work here: our parent is
     // outside the container's pid namespace, so getppid() is 0 either way.
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| StepError::sys("exec", e, "pdeathsig"))?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+        .map_err(|e| StepError::sys("exec", e, "pdeathsig"))?;
     let null = File::open("/dev/null").map_err(|e| StepError::io("stdio", &e, "/dev/null"))?;
     nix::unistd::dup2_stdin(&null).map_err(|e| StepError::sys("stdio", e, "dup2"))?;
     nix::unistd::dup2_stdout(&out_w).map_err(|e| StepError::sys("stdio", e, "dup2"))?;
     nix::unistd::dup2_stderr(&err_w).map_err(|e| StepError::sys("stdio", e, "dup2"))?;
     drop((null, out_w, err_w));
-    let ids = user::resolve(spec.user.as_deref(), Path::new("/etc/passwd"), Path::new("/etc/group"))?;
-    let cwd = if spec.cwd.is_empty() { "/" } else { spec.cwd.as_str() };
+    let ids = user::resolve(
+        spec.user.as_deref(),
+        Path::new("/etc/passwd"),
+        Path::new("/etc/group"),
+    )?;
+    let cwd = if spec.cwd.is_empty() {
+        "/"
+    } else {
+        spec.cwd.as_str()
+    };
     nix::unistd::chdir(cwd).map_err(|e| StepError::sys("workdir", e, cwd))?;
     let path_env = spec.env.iter().find_map(|e| e.strip_prefix("PATH="));
-    let argv0 = spec.argv.first().ok_or_else(|| StepError::new("exec", "no command specified"))?;
+    let argv0 = spec
+        .argv
+        .first()
+        .ok_or_else(|| StepError::new("exec", "no command specified"))?;
     let exe = user::lookup_executable(argv0, path_env)?;
     let to_c = |v: &[String]| -> Result<Vec<CString>, StepError> {
         v.iter()
-            .map(|s| CString::new(s.as_str()).map_err(|_| StepError::new("config", "NUL byte in argv/env")))
+            .map(|s| {
+                CString::new(s.as_str())
+                    .map_err(|_| StepError::new("config", "NUL byte in argv/env"))
+            })
             .collect()
     };
     let argv = to_c(&spec.argv)?;
     let envp = to_c(&spec.env)?;
-    let exe_c = CString::new(exe.as_os_str().as_encoded_bytes()).map_err(|_| StepError::new("exec", "NUL in path"))?;
+    let exe_c = CString::new(exe.as_os_str().as_encoded_bytes())
+        .map_err(|_| StepError::new("exec", "NUL in path"))?;
     caps::drop_bounding(&spec.caps)?;
     caps::switch_user(ids.uid, ids.gid)?;
     caps::set_process_caps(&spec.caps, ids.uid)?;

@@ -21,7 +21,10 @@ pub(super) fn run(spec: &RunSpec, out_w: OwnedFd, err_w: OwnedFd) -> StepError {
 
 fn cstrings(v: &[String], what: &str) -> Result<Vec<CString>, StepError> {
     v.iter()
-        .map(|s| CString::new(s.as_str()).map_err(|_| StepError::new("config", format!("{what} contains a NUL byte"))))
+        .map(|s| {
+            CString::new(s.as_str())
+                .map_err(|_| StepError::new("config", format!("{what} contains a NUL byte")))
+        })
         .collect()
 }
 
@@ -39,14 +42,22 @@ fn setup(spec: &RunSpec, out_w: OwnedFd, err_w: OwnedFd) -> Result<Infallible, S
 
     // Join the container cgroup before anything allocates memory on its behalf.
     for f in crate::cgroups::driver_from(&spec.cgroup).procs_files(&spec.cgroup_path) {
-        std::fs::write(&f, "0").map_err(|e| StepError::io("cgroup", &e, f.display().to_string()))?;
+        std::fs::write(&f, "0")
+            .map_err(|e| StepError::io("cgroup", &e, f.display().to_string()))?;
     }
 
-    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| StepError::sys("unshare mount", e, "unshare(CLONE_NEWNS)"))?;
+    unshare(CloneFlags::CLONE_NEWNS)
+        .map_err(|e| StepError::sys("unshare mount", e, "unshare(CLONE_NEWNS)"))?;
     // rslave: host mount events still propagate in (e.g. a sandbox's ns files
     // being unmounted), nothing we mount leaks out, and pivot_root accepts it.
-    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_SLAVE, None::<&str>)
-        .map_err(|e| StepError::sys("mount propagation", e, "make / rslave"))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None::<&str>,
+    )
+    .map_err(|e| StepError::sys("mount propagation", e, "make / rslave"))?;
     spec.rootfs
         .mount()
         .map_err(|e| StepError::new("mount rootfs", e.to_string()))?;
@@ -56,20 +67,38 @@ fn setup(spec: &RunSpec, out_w: OwnedFd, err_w: OwnedFd) -> Result<Infallible, S
         mounts::remount_root_ro()?;
     }
 
-    let ids = user::resolve(spec.user.as_deref(), Path::new("/etc/passwd"), Path::new("/etc/group"))?;
+    let ids = user::resolve(
+        spec.user.as_deref(),
+        Path::new("/etc/passwd"),
+        Path::new("/etc/group"),
+    )?;
     let mut env = spec.env.clone();
     if !env.iter().any(|e| e.starts_with("HOME=")) {
-        env.push(format!("HOME={}", ids.home.clone().unwrap_or_else(|| "/".into())));
+        env.push(format!(
+            "HOME={}",
+            ids.home.clone().unwrap_or_else(|| "/".into())
+        ));
     }
-    let path_env = env.iter().find_map(|e| e.strip_prefix("PATH=")).map(str::to_string);
+    let path_env = env
+        .iter()
+        .find_map(|e| e.strip_prefix("PATH="))
+        .map(str::to_string);
 
-    let cwd = if spec.cwd.is_empty() { "/" } else { spec.cwd.as_str() };
+    let cwd = if spec.cwd.is_empty() {
+        "/"
+    } else {
+        spec.cwd.as_str()
+    };
     std::fs::create_dir_all(cwd).map_err(|e| StepError::io("workdir", &e, cwd))?;
     nix::unistd::chdir(cwd).map_err(|e| StepError::sys("workdir", e, cwd))?;
 
-    let argv0 = spec.argv.first().ok_or_else(|| StepError::new("exec", "no command specified"))?;
+    let argv0 = spec
+        .argv
+        .first()
+        .ok_or_else(|| StepError::new("exec", "no command specified"))?;
     let exe = user::lookup_executable(argv0, path_env.as_deref())?;
-    let exe_c = CString::new(exe.as_os_str().as_encoded_bytes()).map_err(|_| StepError::new("exec", "NUL in path"))?;
+    let exe_c = CString::new(exe.as_os_str().as_encoded_bytes())
+        .map_err(|_| StepError::new("exec", "NUL in path"))?;
     let argv = cstrings(&spec.argv, "argv")?;
     let envp = cstrings(&env, "env")?;
 

@@ -135,11 +135,14 @@ fn read_request<T: DeserializeOwned>() -> Result<T, StepError> {
     std::io::stdin()
         .read_to_end(&mut buf)
         .map_err(|e| StepError::io("config", &e, "read request"))?;
-    serde_json::from_slice(&buf).map_err(|e| StepError::new("config", format!("parse request: {e}")))
+    serde_json::from_slice(&buf)
+        .map_err(|e| StepError::new("config", format!("parse request: {e}")))
 }
 
 fn reply(r: &Reply) {
-    let out = serde_json::to_vec(r).unwrap_or_else(|_| b"{\"Failed\":{\"step\":\"reply\",\"errno\":0,\"message\":\"serialize\"}}".to_vec());
+    let out = serde_json::to_vec(r).unwrap_or_else(|_| {
+        b"{\"Failed\":{\"step\":\"reply\",\"errno\":0,\"message\":\"serialize\"}}".to_vec()
+    });
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(&out);
     let _ = stdout.flush();
@@ -178,7 +181,9 @@ pub fn main() -> ! {
         }
         Some("netns-exec") if args.len() >= 4 => sandbox::netns_exec(&args[2], &args[3..]),
         _ => {
-            eprintln!("usage: shoal-shim run|exec|sandbox (JSON request on stdin) | netns-exec NS CMD...");
+            eprintln!(
+                "usage: shoal-shim run|exec|sandbox (JSON request on stdin) | netns-exec NS CMD..."
+            );
             2
         }
     };

@@ -107,11 +107,13 @@ fn spawn_init(spec: &RunSpec, report: &File) -> Result<(i32, OwnedFd, OwnedFd), 
         (&spec.utsns, CloneFlags::CLONE_NEWUTS),
     ] {
         let step = "join pod namespace";
-        let f = File::open(path).map_err(|e| StepError::io(step, &e, path.display().to_string()))?;
+        let f =
+            File::open(path).map_err(|e| StepError::io(step, &e, path.display().to_string()))?;
         setns(f.as_fd(), flag).map_err(|e| StepError::sys(step, e, path.display().to_string()))?;
     }
     // The next child becomes pid 1 of a fresh pid namespace.
-    unshare(CloneFlags::CLONE_NEWPID).map_err(|e| StepError::sys("unshare pid", e, "unshare(CLONE_NEWPID)"))?;
+    unshare(CloneFlags::CLONE_NEWPID)
+        .map_err(|e| StepError::sys("unshare pid", e, "unshare(CLONE_NEWPID)"))?;
     match sys::fork().map_err(|e| StepError::sys("fork init", e, "fork"))? {
         Forked::Child => {
             drop(out_r);
@@ -144,7 +146,9 @@ fn supervise(spec: &RunSpec, pid: i32, out_r: OwnedFd, err_r: OwnedFd) {
     let mut status: Option<WaitStatus> = None;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let open: Vec<usize> = (0..streams.len()).filter(|&i| streams[i].1.is_some()).collect();
+        let open: Vec<usize> = (0..streams.len())
+            .filter(|&i| streams[i].1.is_some())
+            .collect();
         if status.is_some() || open.is_empty() {
             break;
         }

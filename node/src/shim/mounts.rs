@@ -27,7 +27,13 @@ const MASKED: &[&str] = &[
     "sys/devices/virtual/powercap",
 ];
 
-const READONLY: &[&str] = &["proc/bus", "proc/fs", "proc/irq", "proc/sys", "proc/sysrq-trigger"];
+const READONLY: &[&str] = &[
+    "proc/bus",
+    "proc/fs",
+    "proc/irq",
+    "proc/sys",
+    "proc/sysrq-trigger",
+];
 
 const DEVICES: &[(&str, u64, u64)] = &[
     ("null", 1, 3),
@@ -74,9 +80,13 @@ pub(super) fn secure_join(root: &Path, path: &str) -> Result<PathBuf, StepError>
             if m.file_type().is_symlink() {
                 links += 1;
                 if links > 40 {
-                    return Err(StepError::new("mounts", format!("too many symlinks resolving {path}")));
+                    return Err(StepError::new(
+                        "mounts",
+                        format!("too many symlinks resolving {path}"),
+                    ));
                 }
-                let target = fs::read_link(&full).map_err(|e| ioerr("mounts", e, full.display()))?;
+                let target =
+                    fs::read_link(&full).map_err(|e| ioerr("mounts", e, full.display()))?;
                 cur.pop();
                 if target.is_absolute() {
                     cur.clear();
@@ -106,8 +116,14 @@ fn ensure_file(p: &Path) -> Result<(), StepError> {
 
 fn bind(src: &Path, dst: &Path, read_only: bool) -> Result<(), StepError> {
     let step = "bind mount";
-    mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-        .map_err(|e| err(step, e, format!("{} -> {}", src.display(), dst.display())))?;
+    mount(
+        Some(src),
+        dst,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| err(step, e, format!("{} -> {}", src.display(), dst.display())))?;
     if read_only {
         mount(
             None::<&str>,
@@ -149,7 +165,8 @@ pub(super) fn setup(spec: &RunSpec) -> Result<(), StepError> {
     .map_err(|e| err("mount /sys", e, sys_dir.display()))?;
 
     for m in &spec.mounts {
-        let meta = fs::metadata(&m.source).map_err(|e| ioerr("bind mount", e, m.source.display()))?;
+        let meta =
+            fs::metadata(&m.source).map_err(|e| ioerr("bind mount", e, m.source.display()))?;
         let dst = secure_join(root, &m.destination)?;
         if meta.is_dir() {
             ensure_dir(&dst)?;
@@ -201,8 +218,13 @@ fn setup_dev(dev: &Path) -> Result<(), StepError> {
     // decides what may be opened.)
     for (name, major, minor) in DEVICES {
         let p = dev.join(name);
-        mknod(&p, SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), makedev(*major, *minor))
-            .map_err(|e| err("mknod", e, p.display()))?;
+        mknod(
+            &p,
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            makedev(*major, *minor),
+        )
+        .map_err(|e| err("mknod", e, p.display()))?;
         fs::set_permissions(&p, fs::Permissions::from_mode(0o666))
             .map_err(|e| ioerr("mknod", e, p.display()))?;
     }

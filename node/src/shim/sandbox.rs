@@ -22,7 +22,8 @@ use std::process::{Command, Stdio};
 
 fn enter_netns(path: &std::path::Path, step: &str) -> Result<(), StepError> {
     let f = File::open(path).map_err(|e| StepError::io(step, &e, path.display().to_string()))?;
-    setns(f.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|e| StepError::sys(step, e, path.display().to_string()))
+    setns(f.as_fd(), CloneFlags::CLONE_NEWNET)
+        .map_err(|e| StepError::sys(step, e, path.display().to_string()))
 }
 
 fn ip_batch(step: &str, batch: &str) -> Result<(), StepError> {
@@ -60,30 +61,44 @@ pub(super) fn create(spec: &SandboxNsSpec) -> Result<(), StepError> {
     if let Some(p) = &spec.node_netns {
         enter_netns(p, "node netns")?;
     }
-    let node_ns = File::open("/proc/thread-self/ns/net").map_err(|e| StepError::io("node netns", &e, "open own netns"))?;
-    std::fs::create_dir_all(&spec.ns_dir).map_err(|e| StepError::io("persist namespace", &e, spec.ns_dir.display().to_string()))?;
+    let node_ns = File::open("/proc/thread-self/ns/net")
+        .map_err(|e| StepError::io("node netns", &e, "open own netns"))?;
+    std::fs::create_dir_all(&spec.ns_dir)
+        .map_err(|e| StepError::io("persist namespace", &e, spec.ns_dir.display().to_string()))?;
     let names = ["net", "ipc", "uts"];
     for n in names {
         let p = spec.ns_dir.join(n);
-        File::create(&p).map_err(|e| StepError::io("persist namespace", &e, p.display().to_string()))?;
+        File::create(&p)
+            .map_err(|e| StepError::io("persist namespace", &e, p.display().to_string()))?;
     }
     unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS)
         .map_err(|e| StepError::sys("unshare", e, "net|ipc|uts"))?;
-    nix::unistd::sethostname(&spec.hostname).map_err(|e| StepError::sys("hostname", e, spec.hostname.clone()))?;
+    nix::unistd::sethostname(&spec.hostname)
+        .map_err(|e| StepError::sys("hostname", e, spec.hostname.clone()))?;
     for n in names {
         let src = format!("/proc/self/ns/{n}");
         let dst = spec.ns_dir.join(n);
-        mount(Some(src.as_str()), &dst, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-            .map_err(|e| StepError::sys("persist namespace", e, dst.display().to_string()))?;
+        mount(
+            Some(src.as_str()),
+            &dst,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| StepError::sys("persist namespace", e, dst.display().to_string()))?;
     }
 
-    setns(node_ns.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|e| StepError::sys("node netns", e, "return to node netns"))?;
+    setns(node_ns.as_fd(), CloneFlags::CLONE_NEWNET)
+        .map_err(|e| StepError::sys("node netns", e, "return to node netns"))?;
     let mtu = spec.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
     let mut host = String::new();
     if spec.ensure_bridge {
         if !bridge_exists(&spec.bridge) {
             // Another sandbox may race us to create it: losing is fine.
-            let _ = ip_batch("bridge", &format!("link add name {} type bridge{mtu}\n", spec.bridge));
+            let _ = ip_batch(
+                "bridge",
+                &format!("link add name {} type bridge{mtu}\n", spec.bridge),
+            );
         }
         host.push_str(&format!(
             "addr replace {}/{} dev {}\nlink set {} up\n",

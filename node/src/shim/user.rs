@@ -21,7 +21,9 @@ struct Entry {
 }
 
 fn parse(file: &Path, passwd: bool) -> Vec<Entry> {
-    let Ok(s) = fs::read_to_string(file) else { return vec![] };
+    let Ok(s) = fs::read_to_string(file) else {
+        return vec![];
+    };
     s.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
@@ -31,7 +33,11 @@ fn parse(file: &Path, passwd: bool) -> Vec<Entry> {
                 name: f.first()?.to_string(),
                 id,
                 gid: if passwd { f.get(3)?.parse().ok()? } else { id },
-                home: if passwd { f.get(5).map(|s| s.to_string()) } else { None },
+                home: if passwd {
+                    f.get(5).map(|s| s.to_string())
+                } else {
+                    None
+                },
             })
         })
         .collect()
@@ -127,11 +133,22 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("passwd");
         let g = tmp.path().join("group");
-        fs::write(&p, "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/nonexistent:/bin/false\n").unwrap();
+        fs::write(
+            &p,
+            "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/nonexistent:/bin/false\n",
+        )
+        .unwrap();
         fs::write(&g, "root:x:0:\nnogroup:x:65534:\nstaff:x:50:\n").unwrap();
         let r = |u| resolve(Some(u), &p, &g);
         assert_eq!(r("").unwrap().uid, 0);
-        assert_eq!(r("nobody").unwrap(), Ids { uid: 65534, gid: 65534, home: Some("/nonexistent".into()) });
+        assert_eq!(
+            r("nobody").unwrap(),
+            Ids {
+                uid: 65534,
+                gid: 65534,
+                home: Some("/nonexistent".into())
+            }
+        );
         assert_eq!((r("1000").unwrap().uid, r("1000").unwrap().gid), (1000, 0));
         assert_eq!(r("nobody:staff").unwrap().gid, 50);
         assert_eq!(r("5:7").unwrap().gid, 7);

@@ -6,7 +6,10 @@
 
 use shoal_node::cgroups::CgroupDriver;
 use shoal_node::net::{Ipv4Cidr, NetworkConfig};
-use shoal_node::{ContainerInfo, ContainerSpec, ContainerState, LinuxRuntime, Runtime, RuntimeConfig, SandboxInfo, SandboxSpec};
+use shoal_node::{
+    ContainerInfo, ContainerSpec, ContainerState, LinuxRuntime, Runtime, RuntimeConfig,
+    SandboxInfo, SandboxSpec,
+};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,7 +18,9 @@ use std::time::{Duration, Instant};
 pub const IMAGE: &str = "shoal.test/busybox:1";
 
 pub fn rand_hex(n: usize) -> String {
-    (0..n).map(|_| format!("{:x}", rand::random::<u8>() % 16)).collect()
+    (0..n)
+        .map(|_| format!("{:x}", rand::random::<u8>() % 16))
+        .collect()
 }
 
 /// `ip netns add` namespace, deleted on drop (deleting it deletes the bridge too).
@@ -27,7 +32,10 @@ pub struct NetnsGuard {
 impl NetnsGuard {
     pub fn new() -> NetnsGuard {
         let name = format!("shn{}", rand_hex(8));
-        let st = Command::new("ip").args(["netns", "add", &name]).status().expect("run ip");
+        let st = Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .expect("run ip");
         assert!(st.success(), "ip netns add {name}");
         let g = NetnsGuard {
             path: PathBuf::from(format!("/run/netns/{name}")),
@@ -44,7 +52,9 @@ impl NetnsGuard {
 
 impl Drop for NetnsGuard {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
 
@@ -67,12 +77,19 @@ impl Env {
     }
 
     pub fn with(tweak: impl FnOnce(&mut RuntimeConfig)) -> Env {
-        let tmp = tempfile::Builder::new().prefix("shoal-test-").tempdir().unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("shoal-test-")
+            .tempdir()
+            .unwrap();
         let node_ns = NetnsGuard::new();
         let bridge = format!("sht{}", rand_hex(8));
-        let cidr: Ipv4Cidr = format!("10.{}.{}.0/24", 1 + rand::random::<u8>() % 250, rand::random::<u8>())
-            .parse()
-            .unwrap();
+        let cidr: Ipv4Cidr = format!(
+            "10.{}.{}.0/24",
+            1 + rand::random::<u8>() % 250,
+            rand::random::<u8>()
+        )
+        .parse()
+        .unwrap();
         let cgroup_parent = format!("shoaltest-{}", rand_hex(10));
         let mut net = NetworkConfig::new(&bridge, cidr);
         net.host_netns = Some(node_ns.path.clone());
@@ -111,7 +128,9 @@ impl Env {
     }
 
     pub fn run(&self, sb: &SandboxInfo, name: &str, argv: &[&str]) -> ContainerInfo {
-        self.rt.start_container(sb, &self.spec(name, argv)).expect("start container")
+        self.rt
+            .start_container(sb, &self.spec(name, argv))
+            .expect("start container")
     }
 
     pub fn wait_exit(&self, id: &str) -> ContainerState {
@@ -168,9 +187,17 @@ pub fn poll_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Opt
 pub fn exec_ok(env: &Env, id: &str, argv: &[&str]) -> String {
     let r = env
         .rt
-        .exec(id, &shoal_node::ExecRequest::new(argv.iter().copied(), Duration::from_secs(20)))
+        .exec(
+            id,
+            &shoal_node::ExecRequest::new(argv.iter().copied(), Duration::from_secs(20)),
+        )
         .expect("exec");
-    assert_eq!(r.exit_code, 0, "exec {argv:?}: stderr {}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        r.exit_code,
+        0,
+        "exec {argv:?}: stderr {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
     String::from_utf8_lossy(&r.stdout).into_owned()
 }
 
