@@ -103,6 +103,8 @@ impl HollowRuntime {
             netns_path: PathBuf::new(),
             ipc_ns_path: PathBuf::new(),
             uts_ns_path: PathBuf::new(),
+            pid_ns_path: None,
+            pause: None,
             cgroup: String::new(),
             dir: PathBuf::new(),
             created_at: s.created_at,

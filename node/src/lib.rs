@@ -42,6 +42,7 @@
 //! <state>/images/layers/<hex>/           unpacked layers (extracted once)
 //! <state>/sandboxes/<sid>/sandbox.json   sandbox record (written first: removal tolerates half-created sandboxes)
 //! <state>/sandboxes/<sid>/{hosts,resolv.conf,hostname}
+//! <state>/sandboxes/<sid>/pause.json       pause process of a shared pid namespace (written by the shim)
 //! <state>/sandboxes/<sid>/volumes/<name>/  emptyDir volumes
 //! <state>/sandboxes/<sid>/logs/<container-name>/{current,previous}.log[.N]
 //! <state>/containers/<cid>/container.json  runtime's record of the container
@@ -50,7 +51,7 @@
 //! <state>/containers/<cid>/{upper,work,rootfs}/
 //! <state>/ipam/<ip>                        one file per allocated pod IP (content: sandbox id)
 //! <state>/trash/                           removed container dirs, deleted by a background thread
-//! <run>/<sid>/{net,ipc,uts}                namespace bind mounts (default run dir: <state>/run)
+//! <run>/<sid>/{net,ipc,uts[,pid]}          namespace bind mounts (default run dir: <state>/run)
 //! ```
 
 pub mod cgroups;
@@ -75,4 +76,4 @@ pub use hollow::{HollowConfig, HollowRuntime};
 pub use runtime::{
     CleanupReport, ExecRequest, ExecResult, LinuxRuntime, Runtime, RuntimeConfig, Stats,
 };
-pub use sandbox::{DnsConfig, SandboxInfo, SandboxSpec};
+pub use sandbox::{DnsConfig, PauseProcess, SandboxInfo, SandboxSpec};

@@ -4,7 +4,9 @@
 //! A sandbox is: a network namespace (veth `eth0` on the node bridge, one pod
 //! IP), shared IPC and UTS namespaces (hostname = pod name), all three persisted
 //! as bind mounts of `/proc/<pid>/ns/*` under the run dir so they outlive the
-//! process that created them; a pod cgroup; and a directory for volumes and logs.
+//! process that created them; optionally (`share_process_namespace`) a PID
+//! namespace shared by all containers, held by a pause process and persisted
+//! the same way; a pod cgroup; and a directory for volumes and logs.
 //! The kernel work is done by `shoal-shim sandbox` (see [`crate::shim`]).
 
 use crate::cgroups::CgroupResources;
@@ -104,6 +106,10 @@ pub struct SandboxSpec {
     pub resources: PodResources,
     /// Extra /etc/hosts entries (ip, names).
     pub host_aliases: Vec<(String, Vec<String>)>,
+    /// Kubernetes `shareProcessNamespace`: all containers of the pod share one
+    /// PID namespace, held by a per-pod pause process (its PID 1).
+    #[serde(default)]
+    pub share_process_namespace: bool,
 }
 
 impl SandboxSpec {
@@ -123,6 +129,17 @@ impl SandboxSpec {
     }
 }
 
+/// The long-lived process that is PID 1 of a pod's shared PID namespace
+/// (`shoal-shim pause`): it only reaps orphans. Killing it kills everything in
+/// the namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseProcess {
+    /// Host pid.
+    pub pid: i32,
+    /// /proc/PID/stat starttime, to detect pid reuse.
+    pub start_time: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SandboxInfo {
     pub id: String,
@@ -135,6 +152,13 @@ pub struct SandboxInfo {
     pub netns_path: PathBuf,
     pub ipc_ns_path: PathBuf,
     pub uts_ns_path: PathBuf,
+    /// The pod's shared PID namespace (bind mount), when
+    /// [`SandboxSpec::share_process_namespace`] is set.
+    #[serde(default)]
+    pub pid_ns_path: Option<PathBuf>,
+    /// The pause process holding [`SandboxInfo::pid_ns_path`] (its PID 1).
+    #[serde(default)]
+    pub pause: Option<PauseProcess>,
     /// Relative cgroup path of the pod.
     pub cgroup: String,
     /// Per-pod directory: hosts, resolv.conf, volumes/, logs/.

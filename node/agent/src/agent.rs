@@ -18,7 +18,7 @@ use shoal_node::Runtime;
 use tokio::sync::{broadcast::error::RecvError, watch, Notify};
 
 use crate::backend::Backend;
-use crate::machine::MachineFacts;
+use crate::machine::{MachineFacts, Pressure};
 use crate::registry::Registry;
 use crate::spec::PodDefaults;
 use crate::worker::{Adopted, Worker};
@@ -155,7 +155,7 @@ impl AgentCtx {
     }
 }
 
-fn node_object(config: &AgentConfig, facts: &MachineFacts, hollow: bool) -> Node {
+fn node_object(config: &AgentConfig, facts: &MachineFacts, hollow: bool, pressure: Pressure) -> Node {
     let mut node = Node::default();
     node.set_type_meta();
     node.metadata.name = config.node_name.clone();
@@ -169,11 +169,11 @@ fn node_object(config: &AgentConfig, facts: &MachineFacts, hollow: bool) -> Node
     }
     node.spec.pod_cidr = config.pod_cidr.clone();
     node.spec.pod_cidrs = vec![config.pod_cidr.clone()];
-    node.status = node_status(config, facts, hollow);
+    node.status = node_status(config, facts, hollow, pressure);
     node
 }
 
-fn node_status(config: &AgentConfig, facts: &MachineFacts, hollow: bool) -> NodeStatus {
+fn node_status(config: &AgentConfig, facts: &MachineFacts, hollow: bool, pressure: Pressure) -> NodeStatus {
     let now = chrono::Utc::now();
     let condition = |type_: &str, ok: bool, reason: &str, message: &str| Condition {
         type_: type_.into(),
@@ -188,9 +188,21 @@ fn node_status(config: &AgentConfig, facts: &MachineFacts, hollow: bool) -> Node
         allocatable: facts.allocatable(config.max_pods),
         conditions: vec![
             condition("Ready", true, "AgentReady", "shoal agent is posting ready status"),
-            condition("MemoryPressure", false, "AgentHasSufficientMemory", "agent has sufficient memory available"),
-            condition("DiskPressure", false, "AgentHasNoDiskPressure", "agent has no disk pressure"),
-            condition("PIDPressure", false, "AgentHasSufficientPID", "agent has sufficient PID available"),
+            if pressure.memory {
+                condition("MemoryPressure", true, "AgentHasInsufficientMemory", "less than 5% of memory is available")
+            } else {
+                condition("MemoryPressure", false, "AgentHasSufficientMemory", "agent has sufficient memory available")
+            },
+            if pressure.disk {
+                condition("DiskPressure", true, "AgentHasDiskPressure", "less than 10% of the state disk is free")
+            } else {
+                condition("DiskPressure", false, "AgentHasNoDiskPressure", "agent has no disk pressure")
+            },
+            if pressure.pids {
+                condition("PIDPressure", true, "AgentHasInsufficientPID", "over 90% of pid_max is in use")
+            } else {
+                condition("PIDPressure", false, "AgentHasSufficientPID", "agent has sufficient PID available")
+            },
         ],
         addresses: facts.addresses(&config.host_ip, &config.node_name),
         node_info: facts.system_info(hollow),
@@ -250,8 +262,15 @@ pub async fn run(
     Ok(())
 }
 
+fn pressure(ctx: &AgentCtx) -> Pressure {
+    if ctx.backend.is_hollow() {
+        return Pressure::default();
+    }
+    Pressure::probe(ctx.backend.state_dir().as_deref())
+}
+
 async fn register(ctx: &Arc<AgentCtx>, facts: &MachineFacts, hollow: bool) {
-    let node = node_object(&ctx.config, facts, hollow);
+    let node = node_object(&ctx.config, facts, hollow, pressure(ctx));
     let body = codec::to_msgpack(&node).unwrap_or_default();
     let mut backoff = Duration::from_millis(100);
     loop {
@@ -268,15 +287,19 @@ async fn register(ctx: &Arc<AgentCtx>, facts: &MachineFacts, hollow: bool) {
 
 async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
     let mut since_status = Duration::ZERO;
+    let mut reported = pressure(&ctx);
     loop {
         tokio::time::sleep(ctx.config.heartbeat_interval).await;
         if let Err(e) = ctx.report("heartbeat", Vec::new()).await {
             tracing::warn!(node = %ctx.config.node_name, error = %e, "heartbeat failed");
         }
         since_status += ctx.config.heartbeat_interval;
-        if since_status >= ctx.config.status_interval {
+        // Pressure changes are reported at once; otherwise status is refreshed periodically.
+        let now = pressure(&ctx);
+        if since_status >= ctx.config.status_interval || now != reported {
             since_status = Duration::ZERO;
-            let node = node_object(&ctx.config, &facts, hollow);
+            reported = now;
+            let node = node_object(&ctx.config, &facts, hollow, now);
             if let Ok(body) = codec::to_msgpack(&node) {
                 let _ = ctx.report("node-status", body).await;
             }

@@ -54,6 +54,14 @@ impl Backend {
         }
     }
 
+    /// Where the runtime keeps its state (the disk that DiskPressure watches).
+    pub fn state_dir(&self) -> Option<std::path::PathBuf> {
+        match self {
+            Backend::Linux(rt) => Some(rt.config().state_dir.clone()),
+            Backend::Hollow(_) => None,
+        }
+    }
+
     pub fn logs(&self, sandbox: &SandboxInfo, container: &str) -> Option<LogReader> {
         match self {
             Backend::Linux(rt) => Some(rt.logs_by_name(sandbox, container)),

@@ -118,3 +118,45 @@ fn bytes(n: u64) -> Quantity {
     // Whole KiB print as Ki, like the kubelet reports memory.
     Quantity::parse(&format!("{}Ki", n / 1024)).unwrap_or_else(|_| Quantity::from_value(n as i128))
 }
+
+/// Resource pressure as the kubelet reports it: the conditions that make a node a poor place
+/// for more pods.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pressure {
+    pub memory: bool,
+    pub disk: bool,
+    pub pids: bool,
+}
+
+impl Pressure {
+    /// Under 5 % of memory available, under 10 % of the state disk free, or over 90 % of
+    /// pid_max in use.
+    pub fn probe(state_dir: Option<&std::path::Path>) -> Pressure {
+        let meminfo = read("/proc/meminfo");
+        let field = |name: &str| {
+            meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        };
+        let memory = match (field("MemAvailable:"), field("MemTotal:")) {
+            (Some(avail), Some(total)) if total > 0 => avail * 100 / total < 5,
+            _ => false,
+        };
+        let disk = state_dir
+            .and_then(|dir| nix::sys::statvfs::statvfs(dir).ok())
+            .map(|st| {
+                let total = st.blocks() as u128;
+                total > 0 && (st.blocks_available() as u128) * 100 / total < 10
+            })
+            .unwrap_or(false);
+        let pid_max: u64 = read("/proc/sys/kernel/pid_max").parse().unwrap_or(u64::MAX);
+        let threads: u64 = read("/proc/loadavg")
+            .split_whitespace()
+            .nth(3)
+            .and_then(|f| f.split('/').nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        Pressure { memory, disk, pids: threads.saturating_mul(10) > pid_max.saturating_mul(9) }
+    }
+}

@@ -14,6 +14,8 @@ use std::time::SystemTime;
 pub struct Observed {
     pub name: String,
     pub image: String,
+    /// The image's manifest digest, once pulled (`name@sha256:…`).
+    pub image_id: String,
     pub container_id: String,
     pub restart_count: i32,
     pub state: ObservedState,
@@ -88,7 +90,7 @@ fn container_status(o: &Observed) -> ContainerStatus {
         ready: o.ready,
         restart_count: o.restart_count,
         image: o.image.clone(),
-        image_id: String::new(),
+        image_id: o.image_id.clone(),
         container_id: o.container_id.clone(),
         started: Some(o.started),
     }

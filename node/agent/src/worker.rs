@@ -199,7 +199,10 @@ impl Worker {
             }
             let always = t.container.image_pull_policy == "Always";
             match self.ctx.backend.ensure_image(&registry, &t.container.image, always).await {
-                Ok(_) => {
+                Ok(info) => {
+                    if let Some(info) = info {
+                        t.observed.image_id = format!("{}@{}", info.reference, info.manifest_digest);
+                    }
                     if matches!(&t.observed.state, ObservedState::Waiting { reason, .. } if reason.contains("ImagePull")) {
                         t.observed.state = ObservedState::NotCreated;
                         t.backoff_until = None;

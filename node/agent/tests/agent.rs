@@ -89,6 +89,16 @@ impl Node {
     }
 }
 
+impl Drop for Node {
+    // A failing test must not leave sandboxes, veths or cgroups behind for the next one.
+    fn drop(&mut self) {
+        if let Some(t) = self.trigger.take() {
+            t.fire();
+        }
+        self.sweep();
+    }
+}
+
 async fn push_busybox(cluster: &LocalCluster) {
     let dir = tempfile::tempdir().unwrap();
     let layout = dir.path().join("layout");
@@ -203,7 +213,6 @@ async fn pods_run_report_status_restart_and_terminate() {
     }
 
     node.stop().await;
-    node.sweep();
 }
 
 #[actix::test]
@@ -259,5 +268,4 @@ async fn a_restarted_agent_re_adopts_running_containers() {
 
     api.delete::<Pod>(&DeleteOptions { name: "steady".into(), grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
     node.stop().await;
-    node.sweep();
 }

@@ -7,13 +7,17 @@
 //! * `run` ([`RunSpec`]): fork the per-container monitor (which setsid()s and
 //!   outlives the shim: the runtime reaps the shim, so the monitor is orphaned —
 //!   a double fork), the monitor joins the pod's net/ipc/uts namespaces,
-//!   unshares a pid namespace and forks the container init ([`init`]). Errors from
+//!   unshares a pid namespace (or joins the pod's shared one) and forks the container init ([`init`]). Errors from
 //!   any step before exec come back over a CLOEXEC pipe as a [`StepError`]; EOF
 //!   without an error means exec succeeded.
 //! * `exec` ([`ExecSpec`]): join a running container's namespaces and cgroup,
 //!   run a command, and reply with its exit code and output.
 //! * `sandbox` ([`SandboxNsSpec`]): create and bind-mount the pod's net/ipc/uts
 //!   namespaces and wire up the veth pair.
+//!   With `pause_file` set it also forks the pod's pause process, PID 1 of a
+//!   new pid namespace shared by the pod's containers (`shareProcessNamespace`).
+//! * `pause`: the pause process itself (exec'd by `sandbox`): sleeps, reaping
+//!   orphans, until killed.
 //! * `netns-exec <ns-path> <argv...>`: exec a command inside a network
 //!   namespace (used to delete veths in the node namespace).
 
@@ -30,6 +34,7 @@ use crate::container::PidFile;
 use crate::error::StepError;
 use crate::logs::LogConfig;
 use crate::rootfs::Rootfs;
+use crate::sandbox::PauseProcess;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
@@ -54,6 +59,10 @@ pub struct RunSpec {
     pub netns: PathBuf,
     pub ipcns: PathBuf,
     pub utsns: PathBuf,
+    /// The pod's shared pid namespace: the monitor joins it (setns) instead of
+    /// unsharing a new one, so the init is not pid 1.
+    #[serde(default)]
+    pub pidns: Option<PathBuf>,
     pub cgroup: CgroupConfig,
     pub cgroup_path: String,
     pub mounts: Vec<BindMount>,
@@ -105,6 +114,10 @@ pub struct SandboxNsSpec {
     pub host_veth: String,
     pub ip: Ipv4Addr,
     pub mtu: Option<u32>,
+    /// Also create a shared pid namespace held by a pause process, bind-mount
+    /// it at `<ns_dir>/pid`, and record the pause process in this file.
+    #[serde(default)]
+    pub pause_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -112,6 +125,8 @@ pub enum Reply {
     Started(PidFile),
     Exec(ExecReply),
     Done,
+    /// `sandbox` with a shared pid namespace: its pause process.
+    Pause(PauseProcess),
     Failed(StepError),
 }
 
@@ -171,7 +186,8 @@ pub fn main() -> ! {
         Some("sandbox") => {
             let r = match read_request::<SandboxNsSpec>() {
                 Ok(spec) => match sandbox::create(&spec) {
-                    Ok(()) => Reply::Done,
+                    Ok(None) => Reply::Done,
+                    Ok(Some(p)) => Reply::Pause(p),
                     Err(e) => Reply::Failed(e),
                 },
                 Err(e) => Reply::Failed(e),
@@ -179,10 +195,11 @@ pub fn main() -> ! {
             reply(&r);
             0
         }
+        Some("pause") => sandbox::pause(),
         Some("netns-exec") if args.len() >= 4 => sandbox::netns_exec(&args[2], &args[3..]),
         _ => {
             eprintln!(
-                "usage: shoal-shim run|exec|sandbox (JSON request on stdin) | netns-exec NS CMD..."
+                "usage: shoal-shim run|exec|sandbox (JSON request on stdin) | pause | netns-exec NS CMD..."
             );
             2
         }

@@ -1,5 +1,6 @@
 //! `shoal-shim sandbox`: create the pod's net/ipc/uts namespaces, persist them
-//! as bind mounts, and wire the veth pair.
+//! as bind mounts, and wire the veth pair; optionally start the pause process
+//! holding a shared pid namespace. `shoal-shim pause`: that process.
 //!
 //! NOTE (iproute2 vs netlink): the wiring is two `ip -batch` runs (node side:
 //! bridge + veth pair with the peer created directly inside the pod namespace;
@@ -12,9 +13,16 @@
 
 use super::SandboxNsSpec;
 use crate::error::StepError;
+use crate::sandbox::PauseProcess;
+use crate::sys::{self, Forked};
+use crate::util;
 use nix::mount::{mount, MsFlags};
 use nix::sched::{setns, unshare, CloneFlags};
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
 use std::fs::File;
+use std::path::Path;
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
@@ -57,7 +65,7 @@ fn bridge_exists(name: &str) -> bool {
     nix::net::if_::if_nametoindex(name).is_ok()
 }
 
-pub(super) fn create(spec: &SandboxNsSpec) -> Result<(), StepError> {
+pub(super) fn create(spec: &SandboxNsSpec) -> Result<Option<PauseProcess>, StepError> {
     if let Some(p) = &spec.node_netns {
         enter_netns(p, "node netns")?;
     }
@@ -122,7 +130,91 @@ pub(super) fn create(spec: &SandboxNsSpec) -> Result<(), StepError> {
             p = spec.prefix,
             gw = spec.gateway
         ),
-    )
+    )?;
+    // Last step, so no later failure can leave an unrecorded pause process.
+    match &spec.pause_file {
+        Some(f) => start_pause(spec, f).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Fork the pod's pause process as PID 1 of a new pid namespace (it also sits
+/// in the pod's net/ipc/uts namespaces, which this process is in now), record
+/// it in `pause_file` and bind-mount its pid namespace at `<ns_dir>/pid`. The
+/// pause process outlives the shim (like a monitor) and is killed by the
+/// runtime's `remove_sandbox`.
+fn start_pause(spec: &SandboxNsSpec, pause_file: &Path) -> Result<PauseProcess, StepError> {
+    let step = "pause";
+    let exe = std::env::current_exe().map_err(|e| StepError::io(step, &e, "current_exe"))?;
+    // unshare(2) CLONE_NEWPID: the caller stays put; its next child is PID 1
+    // of the new namespace.
+    unshare(CloneFlags::CLONE_NEWPID)
+        .map_err(|e| StepError::sys(step, e, "unshare(CLONE_NEWPID)"))?;
+    let pid = match sys::fork().map_err(|e| StepError::sys(step, e, "fork pause"))? {
+        Forked::Child => {
+            let _ = nix::unistd::setsid();
+            // Detach from the shim's stdio: the runtime reads it to EOF.
+            if let Ok(null) = File::options().read(true).write(true).open("/dev/null") {
+                let _ = nix::unistd::dup2_stdin(&null);
+                let _ = nix::unistd::dup2_stdout(&null);
+                let _ = nix::unistd::dup2_stderr(&null);
+            }
+            // exec closes every inherited (CLOEXEC) descriptor.
+            let _ = Command::new(&exe).arg("pause").exec();
+            std::process::exit(127)
+        }
+        Forked::Parent(pid) => pid,
+    };
+    let kill_pause = || {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(pid), None);
+    };
+    let rec = PauseProcess {
+        pid,
+        start_time: util::proc_start_time(pid).map(|s| s.0).unwrap_or(0),
+    };
+    if let Err(e) = util::write_json_atomic(pause_file, &rec) {
+        kill_pause();
+        return Err(StepError::new(step, format!("record pause process: {e}")));
+    }
+    let dst = spec.ns_dir.join("pid");
+    let src = format!("/proc/{pid}/ns/pid");
+    let persisted = File::create(&dst)
+        .map_err(|e| StepError::io("persist namespace", &e, dst.display().to_string()))
+        .and_then(|_| {
+            mount(
+                Some(src.as_str()),
+                &dst,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .map_err(|e| StepError::sys("persist namespace", e, dst.display().to_string()))
+        });
+    if let Err(e) = persisted {
+        kill_pause();
+        return Err(e);
+    }
+    Ok(rec)
+}
+
+/// `shoal-shim pause`: PID 1 of a pod's shared pid namespace. Sleeps until
+/// killed, reaping the orphans the kernel reparents to it. SIGCHLD is blocked
+/// and consumed with sigwait(2), so no wakeup is lost between a reap pass and
+/// the next wait. As a namespace init it ignores every signal it has no handler
+/// for except SIGKILL/SIGSTOP from an ancestor namespace (pid_namespaces(7)).
+pub(super) fn pause() -> ! {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGCHLD);
+    let _ = set.thread_block();
+    loop {
+        while let Ok(st) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            if st == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        let _ = set.wait();
+    }
 }
 
 /// `shoal-shim netns-exec NS CMD...`: exec CMD inside network namespace NS.
