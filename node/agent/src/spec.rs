@@ -51,6 +51,7 @@ pub fn sandbox_spec(pod: &Pod, defaults: &PodDefaults) -> SandboxSpec {
     let mut spec = SandboxSpec::new(pod.metadata.uid.clone(), hostname(pod), ns.clone());
     spec.dns = dns;
     spec.resources = PodResources::sum(resources.iter());
+    spec.share_process_namespace = pod.spec.share_process_namespace.unwrap_or(false);
     spec
 }
 

@@ -13,7 +13,7 @@ use crate::image::ImageStore;
 use crate::logs::{self, LogConfig, LogReader};
 use crate::net::{self, Ipam, NetworkConfig};
 use crate::rootfs::Rootfs;
-use crate::sandbox::{self, SandboxInfo, SandboxSpec};
+use crate::sandbox::{self, PauseProcess, SandboxInfo, SandboxSpec};
 use crate::shim::{self, BindMount, ExecSpec, Reply, RunSpec, SandboxNsSpec};
 use crate::sys;
 use crate::util::{self, process_alive, read_json_opt, validate_id};
@@ -28,7 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-const NS_NAMES: [&str; 3] = ["net", "ipc", "uts"];
+const NS_NAMES: [&str; 4] = ["net", "ipc", "uts", "pid"];
+/// Pause process record of a shared pid namespace, in the sandbox dir.
+const PAUSE_FILE: &str = "pause.json";
 const CGROUP_DELETE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
@@ -283,11 +285,14 @@ impl LinuxRuntime {
             netns_path: ns_dir.join("net"),
             ipc_ns_path: ns_dir.join("ipc"),
             uts_ns_path: ns_dir.join("uts"),
+            pid_ns_path: spec.share_process_namespace.then(|| ns_dir.join("pid")),
+            pause: None,
             cgroup,
             dir: dir.clone(),
             created_at: SystemTime::now(),
         };
         util::write_json_atomic(&dir.join("sandbox.json"), &info)?;
+        let pause_file = spec.share_process_namespace.then(|| dir.join(PAUSE_FILE));
         let mut req = SandboxNsSpec {
             ns_dir,
             hostname: spec.name.clone(),
@@ -299,25 +304,33 @@ impl LinuxRuntime {
             host_veth: info.host_veth.clone(),
             ip,
             mtu: self.cfg.network.mtu,
+            pause_file,
         };
         // The first sandbox of this runtime makes sure the bridge exists and has
         // the gateway address; holding the lock keeps concurrent first creations
         // from racing each other.
         let mut ready = self.bridge_ready.lock().unwrap_or_else(|e| e.into_inner());
-        if !*ready {
+        let pause = if !*ready {
             req.ensure_bridge = true;
-            self.sandbox_shim(&spec.id, &req)?;
+            let pause = self.sandbox_shim(&spec.id, &req)?;
             *ready = true;
+            pause
+        } else {
+            drop(ready);
+            self.sandbox_shim(&spec.id, &req)?
+        };
+        if pause.is_some() {
+            let info = SandboxInfo { pause, ..info };
+            util::write_json_atomic(&dir.join("sandbox.json"), &info)?;
             return Ok(info);
         }
-        drop(ready);
-        self.sandbox_shim(&spec.id, &req)?;
         Ok(info)
     }
 
-    fn sandbox_shim(&self, id: &str, req: &SandboxNsSpec) -> Result<()> {
+    fn sandbox_shim(&self, id: &str, req: &SandboxNsSpec) -> Result<Option<PauseProcess>> {
         match shimcall::call(&self.shim, "sandbox", req)? {
-            Reply::Done => Ok(()),
+            Reply::Done => Ok(None),
+            Reply::Pause(p) => Ok(Some(p)),
             Reply::Failed(e) => Err(Error::Container {
                 id: id.to_string(),
                 error: e,
@@ -344,6 +357,36 @@ impl LinuxRuntime {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status();
+    }
+
+    /// Kill the pause process of a shared pid namespace (and with it anything
+    /// left in the namespace), wait for it and reap it. Idempotent.
+    fn kill_pause(&self, id: &str) -> Result<()> {
+        let file = self.sandbox_dir(id).join(PAUSE_FILE);
+        let Some(p) = read_json_opt::<PauseProcess>(&file)? else {
+            return Ok(());
+        };
+        if process_alive(p.pid, p.start_time) {
+            let _ = kill(Pid::from_raw(p.pid), Signal::SIGKILL);
+            let pf = PidFile {
+                pid: p.pid,
+                start_time: p.start_time,
+                monitor_pid: p.pid,
+                monitor_start_time: p.start_time,
+                started_at_ns: 0,
+            };
+            if !self.wait_monitor(&pf, Duration::from_secs(10)) {
+                return Err(Error::Timeout(format!(
+                    "pause process {} of sandbox {id} did not exit after SIGKILL",
+                    p.pid
+                )));
+            }
+        }
+        reap_if_zombie_child(p.pid, p.start_time);
+        match fs::remove_file(&file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&file, "rm", e)),
+            _ => Ok(()),
+        }
     }
 
     fn release_namespaces(&self, id: &str) -> Result<()> {
@@ -528,6 +571,7 @@ impl LinuxRuntime {
             netns: sb.netns_path.clone(),
             ipcns: sb.ipc_ns_path.clone(),
             utsns: sb.uts_ns_path.clone(),
+            pidns: sb.pid_ns_path.clone(),
             cgroup: self.cgroups.config(),
             cgroup_path: cgroup,
             mounts,
@@ -696,6 +740,7 @@ impl Runtime for LinuxRuntime {
         if self.ns_dir(id).exists() {
             self.delete_veth(&net::host_veth_name(id));
         }
+        self.kill_pause(id)?;
         self.release_namespaces(id)?;
         self.cgroups
             .delete(&self.pod_cgroup(id), CGROUP_DELETE_TIMEOUT)?;
@@ -717,7 +762,8 @@ impl Runtime for LinuxRuntime {
         spec: &ContainerSpec,
     ) -> Result<ContainerInfo> {
         validate_id("container name", &spec.name)?;
-        if !sandbox.netns_path.exists() {
+        if !sandbox.netns_path.exists() || sandbox.pid_ns_path.as_ref().is_some_and(|p| !p.exists())
+        {
             return Err(Error::NotFound {
                 kind: "sandbox",
                 id: sandbox.id.clone(),

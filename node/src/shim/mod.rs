@@ -7,9 +7,10 @@
 //! * `run` ([`RunSpec`]): fork the per-container monitor (which setsid()s and
 //!   outlives the shim: the runtime reaps the shim, so the monitor is orphaned —
 //!   a double fork), the monitor joins the pod's net/ipc/uts namespaces,
-//!   unshares a pid namespace (or joins the pod's shared one) and forks the container init ([`init`]). Errors from
-//!   any step before exec come back over a CLOEXEC pipe as a [`StepError`]; EOF
-//!   without an error means exec succeeded.
+//!   unshares a pid namespace (or joins the pod's shared one) and forks the
+//!   container init ([`init`]). Errors from any step before exec come back over
+//!   a CLOEXEC pipe as a [`StepError`]; EOF without an error means exec
+//!   succeeded.
 //! * `exec` ([`ExecSpec`]): join a running container's namespaces and cgroup,
 //!   run a command, and reply with its exit code and output.
 //! * `sandbox` ([`SandboxNsSpec`]): create and bind-mount the pod's net/ipc/uts

@@ -111,9 +111,21 @@ fn spawn_init(spec: &RunSpec, report: &File) -> Result<(i32, OwnedFd, OwnedFd), 
             File::open(path).map_err(|e| StepError::io(step, &e, path.display().to_string()))?;
         setns(f.as_fd(), flag).map_err(|e| StepError::sys(step, e, path.display().to_string()))?;
     }
-    // The next child becomes pid 1 of a fresh pid namespace.
-    unshare(CloneFlags::CLONE_NEWPID)
-        .map_err(|e| StepError::sys("unshare pid", e, "unshare(CLONE_NEWPID)"))?;
+    match &spec.pidns {
+        // setns(2) CLONE_NEWPID: like unshare, it only changes the namespace
+        // of the caller's next children, so the init forked below joins the
+        // pod's shared namespace (whose pid 1 is the pause process).
+        Some(path) => {
+            let step = "join pod pid namespace";
+            let f = File::open(path)
+                .map_err(|e| StepError::io(step, &e, path.display().to_string()))?;
+            setns(f.as_fd(), CloneFlags::CLONE_NEWPID)
+                .map_err(|e| StepError::sys(step, e, path.display().to_string()))?;
+        }
+        // The next child becomes pid 1 of a fresh pid namespace.
+        None => unshare(CloneFlags::CLONE_NEWPID)
+            .map_err(|e| StepError::sys("unshare pid", e, "unshare(CLONE_NEWPID)"))?,
+    }
     match sys::fork().map_err(|e| StepError::sys("fork init", e, "fork"))? {
         Forked::Child => {
             drop(out_r);
@@ -185,7 +197,13 @@ fn supervise(spec: &RunSpec, pid: i32, out_r: OwnedFd, err_r: OwnedFd) {
         status = waitpid(Pid::from_raw(pid), None).ok();
     }
     // When a pid namespace's init dies the kernel kills and reaps everything in
-    // it first, so the pipes now hold the last output followed by EOF.
+    // it first, so the pipes now hold the last output followed by EOF. In a
+    // shared pod pid namespace the init is not pid 1: its leftover processes
+    // (which may hold the pipes open) are killed through the container cgroup,
+    // as runc does, and reaped by the pause process.
+    if spec.pidns.is_some() {
+        kill_leftovers(spec);
+    }
     for s in streams.iter_mut() {
         while s.1.is_some() {
             pump(s, &mut logw, &mut buf);
@@ -212,6 +230,21 @@ fn supervise(spec: &RunSpec, pid: i32, out_r: OwnedFd, err_r: OwnedFd) {
     if let Err(e) = util::write_json_atomic(&spec.container_dir.join("exit.json"), &exit) {
         eprintln!("monitor: write exit.json: {e}");
     }
+}
+
+fn kill_leftovers(spec: &RunSpec) {
+    let driver = crate::cgroups::driver_from(&spec.cgroup);
+    for _ in 0..100 {
+        match driver.pids(&spec.cgroup_path) {
+            Ok(pids) if !pids.is_empty() => crate::cgroups::kill_all(&pids),
+            _ => return,
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    eprintln!(
+        "monitor: processes left in {} after init exit",
+        spec.cgroup_path
+    );
 }
 
 /// Read once from a stream into the log; closes it on EOF/error.
