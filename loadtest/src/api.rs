@@ -80,7 +80,8 @@ pub fn run(args: ApiArgs) -> Result<()> {
         let api = ApiClient::new(nats.clone());
         shoal_api::bootstrap(&api).await?;
 
-        let raw = raw_publishes(&nats, args.count, args.concurrency).await?;
+        let payload = Bytes::from(bus_schemas::codec::to_msgpack(&pod("raw", 0))?);
+        let raw = crate::raw::raw_publishes(&nats, args.count, args.concurrency, payload).await?;
         let (creates, latencies) = api_creates(&api, args.count, args.concurrency, "tp").await?;
         let mut latencies = latencies;
         let s = summarize(&mut latencies);
@@ -113,31 +114,6 @@ pub fn run(args: ApiArgs) -> Result<()> {
     })?;
     drop(natsd);
     Ok(())
-}
-
-/// Publishes `count` messages to the state stream's subjects with `concurrency` awaiting acks.
-async fn raw_publishes(nats: &async_nats::Client, count: usize, concurrency: usize) -> Result<f64> {
-    let js = async_nats::jetstream::new(nats.clone());
-    let payload = Bytes::from(bus_schemas::codec::to_msgpack(&pod("raw", 0))?);
-    let sem = Arc::new(Semaphore::new(concurrency));
-    let start = Instant::now();
-    let mut tasks = Vec::with_capacity(count);
-    for i in 0..count {
-        let permit = sem.clone().acquire_owned().await?;
-        let js = js.clone();
-        let payload = payload.clone();
-        tasks.push(tokio::spawn(async move {
-            let subject = bus_schemas::subjects::object("benchraw", "default", &format!("r{i}"));
-            let ack = js.publish(subject, payload).await?;
-            ack.await?;
-            drop(permit);
-            anyhow::Ok(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(count as f64 / start.elapsed().as_secs_f64())
 }
 
 async fn api_creates(api: &ApiClient, count: usize, concurrency: usize, prefix: &str) -> Result<(f64, Vec<Duration>)> {

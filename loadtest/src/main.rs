@@ -9,6 +9,7 @@
 
 mod api;
 mod pods;
+mod raw;
 mod stats;
 
 use clap::{Parser, Subcommand};

@@ -27,7 +27,6 @@ use shoal_bus::{ApiClient, InformerFactory, Store};
 use shoal_controllers::{ControllersConfig, Tunables};
 use shoal_node::{HollowConfig, HollowRuntime};
 use shoal_scheduler::{SchedulerConfig, SchedulerMetrics};
-use tokio::sync::Semaphore;
 
 pub fn init_tracing() {
     tracing_subscriber::fmt()
@@ -132,29 +131,13 @@ pub fn bench_pod(name: &str) -> Pod {
     .expect("benchmark pod")
 }
 
-/// Publishes `count` pod-sized messages to the state stream's subjects with `concurrency`
-/// awaiting acks: what the store can take, the ceiling for every write path above it.
+#[path = "../../raw.rs"]
+mod raw;
+
+/// The JetStream write capacity baseline with pod-sized messages (as `shoal-loadtest api`).
 pub async fn raw_publishes(nats: &async_nats::Client, count: usize, concurrency: usize) -> Result<f64> {
-    let js = async_nats::jetstream::new(nats.clone());
     let payload = Bytes::from(bus_schemas::codec::to_msgpack(&bench_pod("raw"))?);
-    let sem = Arc::new(Semaphore::new(concurrency));
-    let start = Instant::now();
-    let mut tasks = Vec::with_capacity(count);
-    for i in 0..count {
-        let permit = sem.clone().acquire_owned().await?;
-        let js = js.clone();
-        let payload = payload.clone();
-        tasks.push(tokio::spawn(async move {
-            let subject = bus_schemas::subjects::object("benchraw", "default", &format!("r{i}"));
-            js.publish(subject, payload).await?.await?;
-            drop(permit);
-            anyhow::Ok(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(count as f64 / start.elapsed().as_secs_f64())
+    raw::raw_publishes(nats, count, concurrency, payload).await
 }
 
 // ---------------------------------------------------------------------------------------
