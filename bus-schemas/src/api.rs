@@ -167,7 +167,10 @@ mod serde_bytes_compat {
             fn visit_str<E>(self, v: &str) -> Result<Vec<u8>, E> {
                 Ok(v.as_bytes().to_vec())
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Vec<u8>, A::Error> {
                 let mut out = Vec::new();
                 while let Some(b) = seq.next_element::<u8>()? {
                     out.push(b);

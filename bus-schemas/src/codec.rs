@@ -40,7 +40,9 @@ pub fn from_msgpack_strict<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Vec<C
 }
 
 /// Strictly decodes an already-parsed JSON value (YAML documents are converted to it first).
-pub fn from_json_value_strict<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, Vec<Cause>> {
+pub fn from_json_value_strict<T: DeserializeOwned>(
+    value: serde_json::Value,
+) -> Result<T, Vec<Cause>> {
     strict(value)
 }
 

@@ -18,10 +18,16 @@ pub struct Document {
 
 impl Document {
     pub fn kind(&self) -> &str {
-        self.value.get("kind").and_then(|k| k.as_str()).unwrap_or("")
+        self.value
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or("")
     }
     pub fn name(&self) -> &str {
-        self.value.pointer("/metadata/name").and_then(|k| k.as_str()).unwrap_or("")
+        self.value
+            .pointer("/metadata/name")
+            .and_then(|k| k.as_str())
+            .unwrap_or("")
     }
 }
 
@@ -56,7 +62,10 @@ pub fn parse(text: &str) -> Result<Vec<Document>, DocumentError> {
             index: 0,
             kind: String::new(),
             name: String::new(),
-            causes: vec![Cause::invalid(format!("line {}", e.line()), format!("invalid JSON: {e}"))],
+            causes: vec![Cause::invalid(
+                format!("line {}", e.line()),
+                format!("invalid JSON: {e}"),
+            )],
         })?;
         push_expanded(&mut out, 0, value);
         return Ok(out);
@@ -67,7 +76,9 @@ pub fn parse(text: &str) -> Result<Vec<Document>, DocumentError> {
             kind: String::new(),
             name: String::new(),
             causes: vec![Cause::invalid(
-                e.location().map(|l| format!("line {}", l.line())).unwrap_or_default(),
+                e.location()
+                    .map(|l| format!("line {}", l.line()))
+                    .unwrap_or_default(),
                 format!("invalid YAML: {e}"),
             )],
         })?;
@@ -78,7 +89,10 @@ pub fn parse(text: &str) -> Result<Vec<Document>, DocumentError> {
             index,
             kind: String::new(),
             name: String::new(),
-            causes: vec![Cause::invalid("", format!("YAML value has no JSON form: {e}"))],
+            causes: vec![Cause::invalid(
+                "",
+                format!("YAML value has no JSON form: {e}"),
+            )],
         })?;
         push_expanded(&mut out, index, json);
     }
@@ -86,7 +100,10 @@ pub fn parse(text: &str) -> Result<Vec<Document>, DocumentError> {
 }
 
 fn push_expanded(out: &mut Vec<Document>, index: usize, value: serde_json::Value) {
-    let is_list = value.get("kind").and_then(|k| k.as_str()).is_some_and(|k| k.ends_with("List"))
+    let is_list = value
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .is_some_and(|k| k.ends_with("List"))
         && value.get("items").is_some_and(|i| i.is_array());
     match value {
         serde_json::Value::Array(items) => {
@@ -154,13 +171,19 @@ pub fn kind_of(doc: &Document) -> Result<&'static KindInfo, DocumentError> {
     if kind.is_empty() {
         return Err(fail(Cause::required("kind")));
     }
-    crate::kinds::KINDS.iter().find(|k| k.kind == kind).ok_or_else(|| {
-        fail(Cause::not_supported(
-            "kind",
-            kind,
-            &crate::kinds::KINDS.iter().map(|k| k.kind).collect::<Vec<_>>(),
-        ))
-    })
+    crate::kinds::KINDS
+        .iter()
+        .find(|k| k.kind == kind)
+        .ok_or_else(|| {
+            fail(Cause::not_supported(
+                "kind",
+                kind,
+                &crate::kinds::KINDS
+                    .iter()
+                    .map(|k| k.kind)
+                    .collect::<Vec<_>>(),
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -181,7 +204,10 @@ mod tests {
     fn json_lists_expand() {
         let text = r#"{"kind":"List","items":[{"kind":"Pod"},{"kind":"Node"}]}"#;
         let docs = parse(text).unwrap();
-        assert_eq!(docs.iter().map(|d| d.kind()).collect::<Vec<_>>(), ["Pod", "Node"]);
+        assert_eq!(
+            docs.iter().map(|d| d.kind()).collect::<Vec<_>>(),
+            ["Pod", "Node"]
+        );
     }
 
     #[test]

@@ -59,7 +59,9 @@ impl ObjectMeta {
 
     /// The owner reference marked `controller: true`, if any.
     pub fn controller_ref(&self) -> Option<&OwnerReference> {
-        self.owner_references.iter().find(|r| r.controller == Some(true))
+        self.owner_references
+            .iter()
+            .find(|r| r.controller == Some(true))
     }
 }
 

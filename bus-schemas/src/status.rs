@@ -39,7 +39,10 @@ impl Reason {
 
     /// Whether the same request may succeed if sent again unchanged.
     pub fn is_retryable(self) -> bool {
-        matches!(self, Reason::ServiceUnavailable | Reason::Timeout | Reason::InternalError)
+        matches!(
+            self,
+            Reason::ServiceUnavailable | Reason::Timeout | Reason::InternalError
+        )
     }
 }
 
@@ -56,7 +59,11 @@ pub struct Cause {
 
 impl Cause {
     pub fn new(reason: &str, field: impl Into<String>, message: impl Into<String>) -> Self {
-        Cause { reason: reason.to_string(), message: message.into(), field: field.into() }
+        Cause {
+            reason: reason.to_string(),
+            message: message.into(),
+            field: field.into(),
+        }
     }
     pub fn required(field: impl Into<String>) -> Self {
         Cause::new("FieldValueRequired", field, "Required value")
@@ -68,11 +75,18 @@ impl Cause {
         Cause::new(
             "FieldValueNotSupported",
             field,
-            format!("Unsupported value: {value:?}: supported values: {}", supported.join(", ")),
+            format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                supported.join(", ")
+            ),
         )
     }
     pub fn duplicate(field: impl Into<String>, value: &str) -> Self {
-        Cause::new("FieldValueDuplicate", field, format!("Duplicate value: {value:?}"))
+        Cause::new(
+            "FieldValueDuplicate",
+            field,
+            format!("Duplicate value: {value:?}"),
+        )
     }
     pub fn unknown_field(field: impl Into<String>) -> Self {
         Cause::new("FieldValueUnknown", field, "unknown field")
@@ -130,14 +144,20 @@ impl Status {
     }
 
     pub fn with_details(mut self, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
-        self.details =
-            Some(StatusDetails { name: name.to_string(), kind: kind.to_string(), causes });
+        self.details = Some(StatusDetails {
+            name: name.to_string(),
+            kind: kind.to_string(),
+            causes,
+        });
         self
     }
 
     pub fn not_found(kind: &str, namespace: &str, name: &str) -> Self {
-        Status::new(Reason::NotFound, format!("{} {:?} not found", kind, qualified(namespace, name)))
-            .with_details(kind, name, vec![])
+        Status::new(
+            Reason::NotFound,
+            format!("{} {:?} not found", kind, qualified(namespace, name)),
+        )
+        .with_details(kind, name, vec![])
     }
 
     pub fn already_exists(kind: &str, namespace: &str, name: &str) -> Self {
@@ -179,7 +199,10 @@ impl Status {
     }
 
     pub fn causes(&self) -> &[Cause] {
-        self.details.as_ref().map(|d| d.causes.as_slice()).unwrap_or(&[])
+        self.details
+            .as_ref()
+            .map(|d| d.causes.as_slice())
+            .unwrap_or(&[])
     }
 
     pub fn is(&self, reason: Reason) -> bool {

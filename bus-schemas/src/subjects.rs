@@ -64,13 +64,18 @@ pub fn decode_token(token: &str) -> Result<String, TokenError> {
     if token == CLUSTER_SCOPE_TOKEN {
         return Ok(String::new());
     }
-    let err = |why| TokenError { token: token.to_string(), why };
+    let err = |why| TokenError {
+        token: token.to_string(),
+        why,
+    };
     let bytes = token.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = token.get(i + 1..i + 3).ok_or_else(|| err("truncated escape"))?;
+            let hex = token
+                .get(i + 1..i + 3)
+                .ok_or_else(|| err("truncated escape"))?;
             let value = u8::from_str_radix(hex, 16).map_err(|_| err("bad escape"))?;
             out.push(value);
             i += 3;
@@ -84,7 +89,11 @@ pub fn decode_token(token: &str) -> Result<String, TokenError> {
 
 /// `shoal.v1.obj.<kind>.<ns>.<name>`: where one object's versions live.
 pub fn object(kind_token: &str, namespace: &str, name: &str) -> String {
-    format!("shoal.v1.obj.{kind_token}.{}.{}", encode_token(namespace), encode_token(name))
+    format!(
+        "shoal.v1.obj.{kind_token}.{}.{}",
+        encode_token(namespace),
+        encode_token(name)
+    )
 }
 
 /// Every object of one kind, optionally within one namespace.
@@ -112,7 +121,11 @@ pub fn parse_object(subject: &str) -> Option<ObjectKey> {
     if parts.next().is_some() || name.is_empty() {
         return None;
     }
-    Some(ObjectKey { kind_token, namespace, name })
+    Some(ObjectKey {
+        kind_token,
+        namespace,
+        name,
+    })
 }
 
 /// `shoal.v1.api.<kind>.<verb>`: request/reply with the API actors.
@@ -212,7 +225,9 @@ mod tests {
 
     #[test]
     fn tokens_round_trip_for_awkward_names() {
-        for raw in ["web-1", "a.b.c", "x*y>z", "100%", "_", "__", "sp ace", "ünï", "tab\t", ""] {
+        for raw in [
+            "web-1", "a.b.c", "x*y>z", "100%", "_", "__", "sp ace", "ünï", "tab\t", "",
+        ] {
             let token = encode_token(raw);
             assert!(!token.contains('.'), "{raw:?} -> {token:?}");
             assert!(!token.contains(' '));

@@ -15,15 +15,21 @@ pub fn dns1123_label(value: &str) -> Result<(), String> {
         return Err("must not be empty".into());
     }
     if value.len() > DNS1123_LABEL_MAX {
-        return Err(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
+        return Err(format!(
+            "must be no more than {DNS1123_LABEL_MAX} characters"
+        ));
     }
-    let ok_chars = value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ok_chars = value
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     let ok_ends = value.as_bytes()[0].is_ascii_alphanumeric()
         && value.as_bytes()[value.len() - 1].is_ascii_alphanumeric();
     if !(ok_chars && ok_ends) {
-        return Err("a lowercase RFC 1123 label must consist of lower case alphanumeric characters \
+        return Err(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters \
                     or '-', and must start and end with an alphanumeric character"
-            .into());
+                .into(),
+        );
     }
     Ok(())
 }
@@ -34,14 +40,18 @@ pub fn dns1123_subdomain(value: &str) -> Result<(), String> {
         return Err("must not be empty".into());
     }
     if value.len() > DNS1123_SUBDOMAIN_MAX {
-        return Err(format!("must be no more than {DNS1123_SUBDOMAIN_MAX} characters"));
+        return Err(format!(
+            "must be no more than {DNS1123_SUBDOMAIN_MAX} characters"
+        ));
     }
     for part in value.split('.') {
         if dns1123_label(part).is_err() || part.len() > DNS1123_LABEL_MAX {
-            return Err("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
+            return Err(
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
                         characters, '-' or '.', and must start and end with an alphanumeric \
                         character"
-                .into());
+                    .into(),
+            );
         }
     }
     Ok(())
@@ -53,7 +63,8 @@ fn qualified_name_part(value: &str) -> bool {
         && b.len() <= 63
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// A label or annotation key: an optional DNS subdomain prefix and `/`, then a name.
@@ -66,9 +77,11 @@ pub fn label_key(key: &str) -> Result<(), String> {
         dns1123_subdomain(prefix).map_err(|e| format!("prefix part {e}"))?;
     }
     if !qualified_name_part(name) {
-        return Err("name part must consist of alphanumeric characters, '-', '_' or '.', must \
+        return Err(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', must \
                     start and end with an alphanumeric character, and be at most 63 characters"
-            .into());
+                .into(),
+        );
     }
     Ok(())
 }
@@ -78,9 +91,11 @@ pub fn label_value(value: &str) -> Result<(), String> {
     if value.is_empty() || (value.len() <= LABEL_VALUE_MAX && qualified_name_part(value)) {
         Ok(())
     } else {
-        Err("a valid label must be an empty string or consist of alphanumeric characters, '-', \
+        Err(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', \
              '_' or '.', and must start and end with an alphanumeric character (at most 63)"
-            .into())
+                .into(),
+        )
     }
 }
 
@@ -90,7 +105,10 @@ pub fn validate_meta(info: &KindInfo, meta: &ObjectMeta) -> Vec<Cause> {
     if meta.name.is_empty() {
         causes.push(Cause::required("metadata.name"));
     } else if let Err(e) = dns1123_subdomain(&meta.name) {
-        causes.push(Cause::invalid("metadata.name", format!("Invalid value: {:?}: {e}", meta.name)));
+        causes.push(Cause::invalid(
+            "metadata.name",
+            format!("Invalid value: {:?}: {e}", meta.name),
+        ));
     }
     if info.namespaced {
         if let Err(e) = dns1123_label(&meta.namespace) {
@@ -143,7 +161,13 @@ pub fn validate_meta(info: &KindInfo, meta: &ObjectMeta) -> Vec<Cause> {
             }
         }
     }
-    if meta.owner_references.iter().filter(|r| r.controller == Some(true)).count() > 1 {
+    if meta
+        .owner_references
+        .iter()
+        .filter(|r| r.controller == Some(true))
+        .count()
+        > 1
+    {
         causes.push(Cause::invalid(
             "metadata.ownerReferences",
             "Only one reference can have Controller set to true",

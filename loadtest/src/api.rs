@@ -36,8 +36,8 @@ fn pod(name: &str, i: usize) -> Pod {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": {
-            "app": if i % 2 == 0 { "even" } else { "odd" },
-            "tier": if i % 10 == 0 { "ten" } else { "other" }
+            "app": if i.is_multiple_of(2) { "even" } else { "odd" },
+            "tier": if i.is_multiple_of(10) { "ten" } else { "other" }
         }},
         "spec": {"containers": [{"name": "main", "image": "shoal/busybox:1.35",
             "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
@@ -47,10 +47,18 @@ fn pod(name: &str, i: usize) -> Pod {
 
 pub fn run(args: ApiArgs) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-    let natsd = runtime.block_on(Natsd::start_in(dir.path())).context("starting nats-server")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let natsd = runtime
+        .block_on(Natsd::start_in(dir.path()))
+        .context("starting nats-server")?;
     let url = natsd.url();
-    println!("nats-server {url} with JetStream sync_interval: always (store {})", dir.path().display());
+    println!(
+        "nats-server {url} with JetStream sync_interval: always (store {})",
+        dir.path().display()
+    );
 
     // The API actor gets its own thread and actix system, as it would be its own process.
     let api_url = url.clone();
@@ -58,11 +66,16 @@ pub fn run(args: ApiArgs) -> Result<()> {
     std::thread::spawn(move || {
         let system = actix::System::new();
         system.block_on(async move {
-            let nats = shoal_bus::connect(&api_url, "bench-api").await.expect("api connects");
+            let nats = shoal_bus::connect(&api_url, "bench-api")
+                .await
+                .expect("api connects");
             let js = async_nats::jetstream::new(nats.clone());
-            ensure_stream(&js, &StreamSettings::default()).await.expect("stream");
+            ensure_stream(&js, &StreamSettings::default())
+                .await
+                .expect("stream");
             let (tx, rx) = tokio::sync::oneshot::channel();
-            let server = shoal_api::run_with_ready(Default::default(), nats, std::future::pending(), tx);
+            let server =
+                shoal_api::run_with_ready(Default::default(), nats, std::future::pending(), tx);
             actix::spawn(async move {
                 if let Err(e) = server.await {
                     eprintln!("API actor failed: {e}");
@@ -73,7 +86,9 @@ pub fn run(args: ApiArgs) -> Result<()> {
             std::future::pending::<()>().await;
         });
     });
-    ready_rx.recv_timeout(Duration::from_secs(30)).context("API actor did not start")?;
+    ready_rx
+        .recv_timeout(Duration::from_secs(30))
+        .context("API actor did not start")?;
 
     runtime.block_on(async move {
         let nats = shoal_bus::connect(&url, "bench-client").await?;
@@ -116,7 +131,12 @@ pub fn run(args: ApiArgs) -> Result<()> {
     Ok(())
 }
 
-async fn api_creates(api: &ApiClient, count: usize, concurrency: usize, prefix: &str) -> Result<(f64, Vec<Duration>)> {
+async fn api_creates(
+    api: &ApiClient,
+    count: usize,
+    concurrency: usize,
+    prefix: &str,
+) -> Result<(f64, Vec<Duration>)> {
     let sem = Arc::new(Semaphore::new(concurrency));
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(count);
@@ -162,6 +182,9 @@ async fn paced_creates(api: &ApiClient, rate: u64, seconds: u64) -> Result<Vec<D
 }
 
 async fn list_all(api: &ApiClient, selector: &str) -> Result<usize> {
-    let options = ListOptions { label_selector: selector.into(), ..Default::default() };
+    let options = ListOptions {
+        label_selector: selector.into(),
+        ..Default::default()
+    };
     Ok(api.list::<Pod>(&options).await?.items.len())
 }

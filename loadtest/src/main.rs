@@ -15,7 +15,10 @@ mod stats;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "shoal-loadtest", about = "Shoal benchmarks: print figures, measured side by side")]
+#[command(
+    name = "shoal-loadtest",
+    about = "Shoal benchmarks: print figures, measured side by side"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -36,8 +36,13 @@ fn pod(i: usize) -> Pod {
 
 pub fn run(args: PodsArgs) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let natsd = runtime.block_on(Natsd::start_in(dir.path())).context("starting nats-server")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let natsd = runtime
+        .block_on(Natsd::start_in(dir.path()))
+        .context("starting nats-server")?;
     let url = natsd.url();
 
     // Control plane (API + scheduler) in its own thread and actix system.
@@ -45,20 +50,37 @@ pub fn run(args: PodsArgs) -> Result<()> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix::System::new().block_on(async move {
-            let nats = shoal_bus::connect(&cp_url, "bench-cp").await.expect("connect");
-            ensure_stream(&async_nats::jetstream::new(nats.clone()), &StreamSettings::default()).await.expect("stream");
+            let nats = shoal_bus::connect(&cp_url, "bench-cp")
+                .await
+                .expect("connect");
+            ensure_stream(
+                &async_nats::jetstream::new(nats.clone()),
+                &StreamSettings::default(),
+            )
+            .await
+            .expect("stream");
             let (tx, rx) = tokio::sync::oneshot::channel();
-            let api = shoal_api::run_with_ready(Default::default(), nats.clone(), std::future::pending(), tx);
-            actix::spawn(async move { let _ = api.await; });
+            let api = shoal_api::run_with_ready(
+                Default::default(),
+                nats.clone(),
+                std::future::pending(),
+                tx,
+            );
+            actix::spawn(async move {
+                let _ = api.await;
+            });
             let _ = rx.await;
             actix::spawn(async move {
-                let _ = shoal_scheduler::run(Default::default(), nats, std::future::pending()).await;
+                let _ =
+                    shoal_scheduler::run(Default::default(), nats, std::future::pending()).await;
             });
             let _ = ready_tx.send(());
             std::future::pending::<()>().await;
         });
     });
-    ready_rx.recv_timeout(Duration::from_secs(30)).context("control plane did not start")?;
+    ready_rx
+        .recv_timeout(Duration::from_secs(30))
+        .context("control plane did not start")?;
 
     runtime.block_on(async move {
         let nats = shoal_bus::connect(&url, "bench-client").await?;

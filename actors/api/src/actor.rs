@@ -21,7 +21,11 @@ impl ApiActor {
         nats: async_nats::Client,
         subscriptions: Vec<async_nats::Subscriber>,
     ) -> Self {
-        ApiActor { server, nats, subscriptions }
+        ApiActor {
+            server,
+            nats,
+            subscriptions,
+        }
     }
 }
 
@@ -45,7 +49,9 @@ impl StreamHandler<Message> for ApiActor {
             };
             let request = Request::new(msg.subject.as_str(), msg.headers.as_ref(), &msg.payload);
             let reply = server.handle(request).await;
-            if let Err(e) = nats.publish_with_headers(reply_to, reply.headers, reply.payload).await
+            if let Err(e) = nats
+                .publish_with_headers(reply_to, reply.headers, reply.payload)
+                .await
             {
                 tracing::warn!(error = %e, "could not send API reply");
             }

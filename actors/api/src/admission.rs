@@ -45,7 +45,9 @@ async fn check_namespace(server: &ApiServer, namespace: &str) -> Result<(), Stat
         None => Err(Status::not_found("Namespace", "", namespace)),
         Some((ns, _)) if ns.metadata.deletion_timestamp.is_some() => Err(Status::new(
             Reason::Forbidden,
-            format!("namespace {namespace:?} is being terminated: no new objects may be created in it"),
+            format!(
+                "namespace {namespace:?} is being terminated: no new objects may be created in it"
+            ),
         )),
         Some(_) => Ok(()),
     }
@@ -75,17 +77,24 @@ async fn resolve_priority(server: &ApiServer, pod: &mut Pod) -> Result<(), Statu
 /// The grace period a deletion gets: pods running on a node get time to stop; everything
 /// else is removed at once (or when its finalizers are gone).
 pub(crate) fn grace_period<K: Resource>(obj: &K, requested: Option<i64>) -> i64 {
-    let Some(pod) = (obj as &dyn Any).downcast_ref::<Pod>() else { return 0 };
+    let Some(pod) = (obj as &dyn Any).downcast_ref::<Pod>() else {
+        return 0;
+    };
     if pod.spec.node_name.is_empty() || is_terminal(pod) {
         return 0;
     }
-    requested.or(pod.spec.termination_grace_period_seconds).unwrap_or(30).max(0)
+    requested
+        .or(pod.spec.termination_grace_period_seconds)
+        .unwrap_or(30)
+        .max(0)
 }
 
 /// A bound, still-running pod is removed only when its node confirms its containers stopped
 /// (the node deletes it again with grace period 0).
 pub(crate) fn awaits_node<K: Resource>(obj: &K) -> bool {
-    let Some(pod) = (obj as &dyn Any).downcast_ref::<Pod>() else { return false };
+    let Some(pod) = (obj as &dyn Any).downcast_ref::<Pod>() else {
+        return false;
+    };
     !pod.spec.node_name.is_empty()
         && !is_terminal(pod)
         && pod.metadata.deletion_grace_period_seconds.unwrap_or(0) > 0

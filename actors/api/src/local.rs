@@ -49,8 +49,14 @@ impl LocalCluster {
         ensure_stream(&js, &StreamSettings::default()).await?;
         let store = Store::open(nats.clone()).await?;
         let informers = InformerFactory::new(store.clone());
-        let mut cluster =
-            LocalCluster { natsd, nats, store, informers, replicas: Vec::new(), _dir: None };
+        let mut cluster = LocalCluster {
+            natsd,
+            nats,
+            store,
+            informers,
+            replicas: Vec::new(),
+            _dir: None,
+        };
         cluster.add_api_replica().await?;
         crate::bootstrap(&cluster.api()).await?;
         Ok(cluster)

@@ -10,7 +10,9 @@ pub fn apply(target: &mut Value, patch: &Value) {
     if !target.is_object() {
         *target = Value::Object(Default::default());
     }
-    let Value::Object(target_map) = target else { return };
+    let Value::Object(target_map) = target else {
+        return;
+    };
     for (key, value) in patch_map {
         if value.is_null() {
             target_map.remove(key);

@@ -49,9 +49,11 @@ impl ApiServer {
             .await
             .map_err(|e| Status::new(bus_schemas::Reason::ServiceUnavailable, e.to_string()))?;
         let filter = subjects::objects_of(&K::INFO.token(), None);
-        let newest = self.store.last_revision_of(&filter).await.map_err(|e| {
-            Status::new(bus_schemas::Reason::ServiceUnavailable, e.to_string())
-        })?;
+        let newest = self
+            .store
+            .last_revision_of(&filter)
+            .await
+            .map_err(|e| Status::new(bus_schemas::Reason::ServiceUnavailable, e.to_string()))?;
         let caught_up = tokio::time::timeout(
             std::time::Duration::from_secs(10),
             informer.wait_for_revision(newest),
@@ -60,7 +62,10 @@ impl ApiServer {
         if caught_up.is_err() {
             return Err(Status::new(
                 bus_schemas::Reason::Timeout,
-                format!("cache of {} did not reach revision {newest} in time", K::INFO.plural),
+                format!(
+                    "cache of {} did not reach revision {newest} in time",
+                    K::INFO.plural
+                ),
             ));
         }
 
@@ -77,20 +82,30 @@ impl ApiServer {
             (&a.meta().namespace, &a.meta().name).cmp(&(&b.meta().namespace, &b.meta().name))
         });
         let start = match options.continue_token.split_once('/') {
-            Some((ns, name)) if !options.continue_token.is_empty() => items
-                .partition_point(|o| (o.meta().namespace.as_str(), o.meta().name.as_str()) <= (ns, name)),
+            Some((ns, name)) if !options.continue_token.is_empty() => items.partition_point(|o| {
+                (o.meta().namespace.as_str(), o.meta().name.as_str()) <= (ns, name)
+            }),
             _ => 0,
         };
 
         let budget = self.max_payload.saturating_sub(PAGE_ENVELOPE);
-        let limit = if options.limit == 0 { usize::MAX } else { options.limit as usize };
+        let limit = if options.limit == 0 {
+            usize::MAX
+        } else {
+            options.limit as usize
+        };
         let mut page = Vec::new();
         let mut used = 0;
         let mut continue_token = String::new();
         for obj in &items[start..] {
-            let size = codec::to_msgpack(obj.as_ref()).map(|b| b.len()).unwrap_or(0);
+            let size = codec::to_msgpack(obj.as_ref())
+                .map(|b| b.len())
+                .unwrap_or(0);
             if !page.is_empty() && (page.len() >= limit || used + size > budget) {
-                let last: &K = page.last().map(|o: &std::sync::Arc<K>| o.as_ref()).expect("page");
+                let last: &K = page
+                    .last()
+                    .map(|o: &std::sync::Arc<K>| o.as_ref())
+                    .expect("page");
                 continue_token = format!("{}/{}", last.meta().namespace, last.meta().name);
                 break;
             }

@@ -15,7 +15,10 @@ impl Reply {
     pub fn ok<T: Serialize>(value: &T) -> Result<Reply, Status> {
         let payload = codec::to_msgpack(value)
             .map_err(|e| Status::internal(format!("encoding reply: {e}")))?;
-        Ok(Reply { headers: HeaderMap::new(), payload: Bytes::from(payload) })
+        Ok(Reply {
+            headers: HeaderMap::new(),
+            payload: Bytes::from(payload),
+        })
     }
 
     pub fn with_header(mut self, name: &'static str, value: &str) -> Reply {
@@ -28,6 +31,9 @@ impl Reply {
         headers.insert(HEADER_CODE, status.code.to_string().as_str());
         // A Status always encodes; if it somehow did not, the header alone still tells.
         let payload = codec::to_msgpack(status).unwrap_or_default();
-        Reply { headers, payload: Bytes::from(payload) }
+        Reply {
+            headers,
+            payload: Bytes::from(payload),
+        }
     }
 }

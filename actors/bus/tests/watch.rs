@@ -14,9 +14,12 @@ use shoal_bus::Store;
 async fn setup(dir: &std::path::Path) -> (Natsd, Store) {
     let natsd = Natsd::start_in(dir).await.expect("nats-server starts");
     let nats = shoal_bus::connect(&natsd.url(), "test").await.unwrap();
-    ensure_stream(&async_nats::jetstream::new(nats.clone()), &StreamSettings::default())
-        .await
-        .unwrap();
+    ensure_stream(
+        &async_nats::jetstream::new(nats.clone()),
+        &StreamSettings::default(),
+    )
+    .await
+    .unwrap();
     (natsd, Store::open(nats).await.unwrap())
 }
 
@@ -25,12 +28,30 @@ async fn write(store: &Store, name: &str, value: u32) -> u64 {
     let subject = subjects::object("pod", "default", name);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let last = store.get_raw(&subject).await.ok().flatten().map(|r| r.revision).unwrap_or(0);
+        let last = store
+            .get_raw(&subject)
+            .await
+            .ok()
+            .flatten()
+            .map(|r| r.revision)
+            .unwrap_or(0);
         let body = rmp_serde::to_vec_named(&value).unwrap();
-        match store.write(&subject, EventType::Modified, body, last, &WriteMeta::default()).await {
+        match store
+            .write(
+                &subject,
+                EventType::Modified,
+                body,
+                last,
+                &WriteMeta::default(),
+            )
+            .await
+        {
             Ok(w) => return w.revision,
             Err(e) => {
-                assert!(tokio::time::Instant::now() < deadline, "write kept failing: {e}");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "write kept failing: {e}"
+                );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
@@ -46,7 +67,10 @@ async fn a_watch_survives_a_server_restart_without_loss_or_duplicates() {
     for i in 0..50 {
         written.push(write(&store, &format!("p{}", i % 7), i).await);
     }
-    natsd.restart().await.expect("server restarts on the same store");
+    natsd
+        .restart()
+        .await
+        .expect("server restarts on the same store");
     for i in 50..100 {
         written.push(write(&store, &format!("p{}", i % 7), i).await);
     }
@@ -59,11 +83,19 @@ async fn a_watch_survives_a_server_restart_without_loss_or_duplicates() {
         seen.push(ev.revision);
     }
     let unique: HashSet<u64> = seen.iter().copied().collect();
-    assert_eq!(unique.len(), seen.len(), "no event delivered twice: {seen:?}");
+    assert_eq!(
+        unique.len(),
+        seen.len(),
+        "no event delivered twice: {seen:?}"
+    );
     assert_eq!(seen, written, "every write seen once, in log order");
     // Nothing more arrives: no late duplicate.
     let extra = tokio::time::timeout(Duration::from_millis(300), watch.next()).await;
-    assert!(extra.is_err(), "unexpected extra event {:?}", extra.ok().flatten().map(|e| e.revision));
+    assert!(
+        extra.is_err(),
+        "unexpected extra event {:?}",
+        extra.ok().flatten().map(|e| e.revision)
+    );
 }
 
 #[tokio::test]
@@ -81,28 +113,57 @@ async fn list_at_n_then_watch_from_n_plus_1_misses_nothing_under_concurrent_writ
             }
         })
     };
-    let (items, revision) = store.list_raw(&subjects::objects_of("pod", None)).await.unwrap();
+    let (items, revision) = store
+        .list_raw(&subjects::objects_of("pod", None))
+        .await
+        .unwrap();
     let mut state: BTreeMap<String, u32> = items
         .iter()
-        .map(|r| (r.subject.clone(), rmp_serde::from_slice(&r.payload).unwrap()))
+        .map(|r| {
+            (
+                r.subject.clone(),
+                rmp_serde::from_slice(&r.payload).unwrap(),
+            )
+        })
         .collect();
     writer.await.unwrap();
     let last = store.last_revision().await.unwrap();
-    let mut watch = RawWatch::start(store.clone(), subjects::objects_of("pod", None), revision + 1);
+    let mut watch = RawWatch::start(
+        store.clone(),
+        subjects::objects_of("pod", None),
+        revision + 1,
+    );
     let mut at = revision;
     while at < last {
-        let ev = tokio::time::timeout(Duration::from_secs(10), watch.next()).await.unwrap().unwrap();
+        let ev = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await
+            .unwrap()
+            .unwrap();
         assert!(ev.revision > at, "strictly increasing revisions");
         at = ev.revision;
-        state.insert(ev.subject.clone(), rmp_serde::from_slice(&ev.payload).unwrap());
+        state.insert(
+            ev.subject.clone(),
+            rmp_serde::from_slice(&ev.payload).unwrap(),
+        );
     }
-    let (truth, _) = store.list_raw(&subjects::objects_of("pod", None)).await.unwrap();
+    let (truth, _) = store
+        .list_raw(&subjects::objects_of("pod", None))
+        .await
+        .unwrap();
     let truth: BTreeMap<String, u32> = truth
         .iter()
-        .map(|r| (r.subject.clone(), rmp_serde::from_slice(&r.payload).unwrap()))
+        .map(|r| {
+            (
+                r.subject.clone(),
+                rmp_serde::from_slice(&r.payload).unwrap(),
+            )
+        })
         .collect();
     assert_eq!(state.len(), 250);
-    assert_eq!(state, truth, "list + watch reproduces the log's final state exactly");
+    assert_eq!(
+        state, truth,
+        "list + watch reproduces the log's final state exactly"
+    );
 }
 
 #[tokio::test]

@@ -25,8 +25,8 @@ use crate::context::{Ctx, Tunables};
 use crate::error::ReconcileError;
 use crate::events::{NORMAL, WARNING};
 use crate::gc::delete_any;
-use futures::StreamExt;
 use crate::podutil;
+use futures::StreamExt;
 
 pub const NAME: &str = "node-lifecycle";
 pub const NODE_LEASE_NAMESPACE: &str = "shoal-node-lease";

@@ -64,12 +64,18 @@ fn main() -> Result<()> {
         return common::hollow_main(&url, args.nodes, Duration::from_millis(args.heartbeat_ms));
     }
     let dir = tempfile::tempdir()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let natsd = runtime
         .block_on(shoal_bus::natsd::Natsd::start_in(dir.path()))
         .context("starting nats-server")?;
     let url = natsd.url();
-    println!("nats-server {url}, JetStream sync_interval: always (store {})", dir.path().display());
+    println!(
+        "nats-server {url}, JetStream sync_interval: always (store {})",
+        dir.path().display()
+    );
     let cp = common::start_control_plane(url.clone(), true)?;
     let result = runtime.block_on(bench(&args, &url, &cp));
     drop(natsd);
@@ -84,7 +90,13 @@ async fn settled_rss(pid: u32, settle: Duration) -> Result<u64> {
         readings.push(rss_kib(pid).context("reading the child's /proc status")?.0);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    println!("  RSS readings (MiB): {:?}", readings.iter().map(|k| format!("{:.1}", mib(*k))).collect::<Vec<_>>());
+    println!(
+        "  RSS readings (MiB): {:?}",
+        readings
+            .iter()
+            .map(|k| format!("{:.1}", mib(*k)))
+            .collect::<Vec<_>>()
+    );
     Ok(*readings.last().unwrap_or(&0))
 }
 
@@ -124,36 +136,70 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
         let all = nodes.list(None, &Selector::everything());
         let ready = all
             .iter()
-            .filter(|n| find_condition(&n.status.conditions, "Ready").is_some_and(|c| c.status == "True"))
+            .filter(|n| {
+                find_condition(&n.status.conditions, "Ready").is_some_and(|c| c.status == "True")
+            })
             .count();
         if ready >= args.nodes {
             break;
         }
         if last.elapsed() >= Duration::from_secs(5) {
             last = Instant::now();
-            println!("  [{:>4.0} s] Nodes {} (Ready {}), child RSS {:.0} MiB", start.elapsed().as_secs_f64(), all.len(), ready,
-                mib(rss_kib(fleet.pid()).map(|r| r.0).unwrap_or(0)));
+            println!(
+                "  [{:>4.0} s] Nodes {} (Ready {}), child RSS {:.0} MiB",
+                start.elapsed().as_secs_f64(),
+                all.len(),
+                ready,
+                mib(rss_kib(fleet.pid()).map(|r| r.0).unwrap_or(0))
+            );
         }
         if start.elapsed() > Duration::from_secs(900) {
-            anyhow::bail!("only {ready} of {} nodes Ready after 15 minutes", args.nodes);
+            anyhow::bail!(
+                "only {ready} of {} nodes Ready after 15 minutes",
+                args.nodes
+            );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // The brief asks to poll the API: one list confirms what the cache says.
-    let listed = ApiClient::new(nats.clone()).list::<Node>(&Default::default()).await?.items.len();
-    println!("all {} nodes Ready after {:.1} s (API lists {listed} Nodes); settling {:?}", args.nodes, start.elapsed().as_secs_f64(), settle);
+    let listed = ApiClient::new(nats.clone())
+        .list::<Node>(&Default::default())
+        .await?
+        .items
+        .len();
+    println!(
+        "all {} nodes Ready after {:.1} s (API lists {listed} Nodes); settling {:?}",
+        args.nodes,
+        start.elapsed().as_secs_f64(),
+        settle
+    );
     let rss_n = settled_rss(fleet.pid(), settle).await?;
     let per_node = mib(rss_n.saturating_sub(rss0)) / args.nodes.max(1) as f64;
     println!("\n== memory per hollow node ==");
-    println!("RSS_0 {:.1} MiB, RSS_{} {:.1} MiB", mib(rss0), args.nodes, mib(rss_n));
-    println!("per hollow node: {:.3} MiB ({:.0} KiB)   (goal <= 2 MiB)", per_node, per_node * 1024.0);
-    println!("control plane (this process) {:.0} MiB", mib(rss_kib(std::process::id()).map(|r| r.0).unwrap_or(0)));
+    println!(
+        "RSS_0 {:.1} MiB, RSS_{} {:.1} MiB",
+        mib(rss0),
+        args.nodes,
+        mib(rss_n)
+    );
+    println!(
+        "per hollow node: {:.3} MiB ({:.0} KiB)   (goal <= 2 MiB)",
+        per_node,
+        per_node * 1024.0
+    );
+    println!(
+        "control plane (this process) {:.0} MiB",
+        mib(rss_kib(std::process::id()).map(|r| r.0).unwrap_or(0))
+    );
 
     if args.pods_per_node == 0 {
         return Ok(());
     }
     let total = args.nodes * args.pods_per_node;
-    println!("\n== with {} pods per node ({total} pods, created directly) ==", args.pods_per_node);
+    println!(
+        "\n== with {} pods per node ({total} pods, created directly) ==",
+        args.pods_per_node
+    );
     let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(60));
     let pods: Informer<Pod> = cp.informers.get();
     let sem = Arc::new(Semaphore::new(args.concurrency));
@@ -166,7 +212,9 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
             tasks.push(tokio::spawn(async move {
                 let mut pod = common::bench_pod(&format!("hollow-load-{i:07}"));
                 pod.metadata.namespace = "default".into();
-                pod.metadata.labels.insert("app".into(), "hollow-load".into());
+                pod.metadata
+                    .labels
+                    .insert("app".into(), "hollow-load".into());
                 api.create(&pod).await?;
                 drop(permit);
                 anyhow::Ok(())
@@ -182,8 +230,13 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
         tokio::time::sleep(Duration::from_secs(3)).await;
         let all = pods.list(Some("default"), &Selector::everything());
         let running = all.iter().filter(|p| p.status.phase == "Running").count();
-        println!("  [{:>4.0} s] pods {} Running {} child RSS {:.0} MiB", start.elapsed().as_secs_f64(), all.len(), running,
-            mib(rss_kib(fleet.pid()).map(|r| r.0).unwrap_or(0)));
+        println!(
+            "  [{:>4.0} s] pods {} Running {} child RSS {:.0} MiB",
+            start.elapsed().as_secs_f64(),
+            all.len(),
+            running,
+            mib(rss_kib(fleet.pid()).map(|r| r.0).unwrap_or(0))
+        );
         if running >= total {
             break;
         }
@@ -196,14 +249,20 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
     }
     creator.await??;
     let rss_p = settled_rss(fleet.pid(), settle).await?;
-    println!("\n== memory per hollow node with {} pods each ==", args.pods_per_node);
+    println!(
+        "\n== memory per hollow node with {} pods each ==",
+        args.pods_per_node
+    );
     println!("RSS with pods {:.1} MiB", mib(rss_p));
     println!(
         "per hollow node: {:.3} MiB   (goal <= 2 MiB); per pod over the idle fleet: {:.1} KiB",
         mib(rss_p.saturating_sub(rss0)) / args.nodes.max(1) as f64,
         rss_p.saturating_sub(rss_n) as f64 / total.max(1) as f64
     );
-    println!("control plane (this process) {:.0} MiB", mib(rss_kib(std::process::id()).map(|r| r.0).unwrap_or(0)));
+    println!(
+        "control plane (this process) {:.0} MiB",
+        mib(rss_kib(std::process::id()).map(|r| r.0).unwrap_or(0))
+    );
     drop(fleet);
     Ok(())
 }

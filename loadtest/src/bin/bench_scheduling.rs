@@ -63,7 +63,9 @@ enum Workload {
 }
 
 #[derive(Parser)]
-#[command(about = "Scheduling throughput/latency, control-plane memory and failover on hollow nodes")]
+#[command(
+    about = "Scheduling throughput/latency, control-plane memory and failover on hollow nodes"
+)]
 struct Args {
     #[arg(long, default_value_t = 1000)]
     nodes: usize,
@@ -132,11 +134,14 @@ impl Tracker {
         if pod.metadata.namespace != NAMESPACE || !pod.metadata.labels.contains_key(BENCH_LABEL) {
             return;
         }
-        let t = self.pods.entry(pod.metadata.uid.clone()).or_insert_with(|| Track {
-            owner: pod.metadata.controller_ref().map(|r| r.uid.clone()),
-            created: pod.metadata.creation_timestamp,
-            ..Default::default()
-        });
+        let t = self
+            .pods
+            .entry(pod.metadata.uid.clone())
+            .or_insert_with(|| Track {
+                owner: pod.metadata.controller_ref().map(|r| r.uid.clone()),
+                created: pod.metadata.creation_timestamp,
+                ..Default::default()
+            });
         if t.bound.is_none() && !pod.spec.node_name.is_empty() {
             t.bound = Some(now);
             t.node = pod.spec.node_name.clone();
@@ -161,20 +166,30 @@ fn spawn_tracker(pods: Informer<Pod>, tracker: Arc<Mutex<Tracker>>) {
             match changes.recv().await {
                 Ok(change) => {
                     let now = Utc::now();
-                    tracker.lock().expect("tracker").observe(&change.new, change.event == EventType::Deleted, now);
+                    tracker.lock().expect("tracker").observe(
+                        &change.new,
+                        change.event == EventType::Deleted,
+                        now,
+                    );
                 }
                 Err(RecvError::Lagged(n)) => {
                     // Level-triggered catch-up: times are late by at most the lag.
                     eprintln!("(generator lagged {n} pod changes; catching up from the cache)");
                     let now = Utc::now();
                     let all = pods.list(Some(NAMESPACE), &Selector::everything());
-                    let present: HashSet<String> = all.iter().map(|p| p.metadata.uid.clone()).collect();
+                    let present: HashSet<String> =
+                        all.iter().map(|p| p.metadata.uid.clone()).collect();
                     let mut t = tracker.lock().expect("tracker");
                     for p in all {
                         t.observe(&p, false, now);
                     }
                     let mut gone = 0;
-                    for track in t.pods.iter_mut().filter(|(uid, _)| !present.contains(*uid)).map(|(_, t)| t) {
+                    for track in t
+                        .pods
+                        .iter_mut()
+                        .filter(|(uid, _)| !present.contains(*uid))
+                        .map(|(_, t)| t)
+                    {
                         if track.deleted.is_none() {
                             track.deleted = Some(now);
                             gone += 1;
@@ -198,12 +213,18 @@ fn pod_template(app: &str) -> serde_json::Value {
 
 fn run(args: Args) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let natsd = runtime
         .block_on(shoal_bus::natsd::Natsd::start_in(dir.path()))
         .context("starting nats-server")?;
     let url = natsd.url();
-    println!("nats-server {url}, JetStream sync_interval: always (store {})", dir.path().display());
+    println!(
+        "nats-server {url}, JetStream sync_interval: always (store {})",
+        dir.path().display()
+    );
     let cp = common::start_control_plane(url.clone(), true)?;
     println!(
         "control plane: API + scheduler + controllers on one actix thread; node grace {:?}, default unreachable toleration {:?}",
@@ -222,11 +243,17 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
     // 1. The write capacity of this machine's JetStream, before anything else loads it.
     let raw = common::raw_publishes(&nats, args.raw_count, args.concurrency).await?;
     println!("\n== raw JetStream publish (baseline) ==");
-    println!("{raw:.0} msgs/s ({} pod-sized messages, {} awaiting acks)", args.raw_count, args.concurrency);
+    println!(
+        "{raw:.0} msgs/s ({} pod-sized messages, {} awaiting acks)",
+        args.raw_count, args.concurrency
+    );
 
     // 2. The fleet.
     let heartbeat = Duration::from_millis(args.heartbeat_ms);
-    println!("\n== hollow fleet: {} nodes, heartbeat every {:?} ==", args.nodes, heartbeat);
+    println!(
+        "\n== hollow fleet: {} nodes, heartbeat every {:?} ==",
+        args.nodes, heartbeat
+    );
     println!(
         "heartbeat load: {:.0} Lease writes/s ({:.0}% of the raw JetStream rate)",
         args.nodes as f64 / heartbeat.as_secs_f64(),
@@ -234,7 +261,10 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
     );
     let start = Instant::now();
     let fleet_args = (url.to_string(), args.nodes, heartbeat);
-    let mut fleet = tokio::task::spawn_blocking(move || HollowFleet::spawn(&fleet_args.0, fleet_args.1, fleet_args.2)).await??;
+    let mut fleet = tokio::task::spawn_blocking(move || {
+        HollowFleet::spawn(&fleet_args.0, fleet_args.1, fleet_args.2)
+    })
+    .await??;
     let nodes: Informer<Node> = cp.informers.get();
     let mut last = Instant::now();
     loop {
@@ -245,7 +275,12 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
         }
         if last.elapsed() >= Duration::from_secs(5) {
             last = Instant::now();
-            println!("  [{:>5.0} s] nodes registered {}, Ready {}", start.elapsed().as_secs_f64(), all.len(), ready);
+            println!(
+                "  [{:>5.0} s] nodes registered {}, Ready {}",
+                start.elapsed().as_secs_f64(),
+                all.len(),
+                ready
+            );
         }
         if start.elapsed() > Duration::from_secs(args.stall_seconds.max(60) * 3) {
             println!("  gave up waiting: only {ready} nodes Ready");
@@ -253,7 +288,11 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    println!("{} nodes Ready after {:.1} s", args.nodes, start.elapsed().as_secs_f64());
+    println!(
+        "{} nodes Ready after {:.1} s",
+        args.nodes,
+        start.elapsed().as_secs_f64()
+    );
     println!("memory (idle fleet): {}", memory_line(Some(fleet.pid())));
 
     // 3. The workload.
@@ -265,8 +304,13 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
     let start = Instant::now();
     let create_latencies = Arc::new(Mutex::new(Vec::new()));
     let creator = {
-        let (api, args_pods, workload, per, conc) =
-            (api.clone(), args.pods, args.workload, args.replicas_per_deployment.max(1), args.concurrency);
+        let (api, args_pods, workload, per, conc) = (
+            api.clone(),
+            args.pods,
+            args.workload,
+            args.replicas_per_deployment.max(1),
+            args.concurrency,
+        );
         let lat = create_latencies.clone();
         tokio::spawn(async move { create_workload(api, args_pods, workload, per, conc, lat).await })
     };
@@ -297,7 +341,10 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
         if (bound, running) != (last_change.1, last_change.2) {
             last_change = (Instant::now(), bound, running);
         } else if last_change.0.elapsed() > Duration::from_secs(args.stall_seconds) {
-            println!("  no progress for {} s: reporting what completed", args.stall_seconds);
+            println!(
+                "  no progress for {} s: reporting what completed",
+                args.stall_seconds
+            );
             break;
         }
     }
@@ -306,7 +353,12 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
         Err(e) => println!("  creates failed: {e:#}"),
     }
     let end_line = memory_line(Some(fleet.pid()));
-    report_workload(args, &tracker.lock().expect("tracker"), t0, &create_latencies.lock().expect("latencies"));
+    report_workload(
+        args,
+        &tracker.lock().expect("tracker"),
+        t0,
+        &create_latencies.lock().expect("latencies"),
+    );
     println!("\n== memory at {} pods ==", args.pods);
     println!("now:                       {end_line}");
     println!("when this process peaked:  {peak_line}");
@@ -317,7 +369,9 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
         return Ok(());
     }
     if args.workload != Workload::Deployments {
-        println!("\n== failover skipped: bare pods are not replaced; use --workload deployments ==");
+        println!(
+            "\n== failover skipped: bare pods are not replaced; use --workload deployments =="
+        );
         return Ok(());
     }
     failover(args, cp, &mut fleet, &pods, &nodes, &tracker).await
@@ -413,7 +467,10 @@ fn report_workload(args: &Args, tracker: &Tracker, t0: Time, create_latencies: &
     }
     let running = to_running.len();
     let span = last_running.map(|l| between(t0, l)).unwrap_or_default();
-    println!("\n== scheduling: {} pods on {} hollow nodes ({:?}) ==", args.pods, args.nodes, args.workload);
+    println!(
+        "\n== scheduling: {} pods on {} hollow nodes ({:?}) ==",
+        args.pods, args.nodes, args.workload
+    );
     println!(
         "Running {running}/{} in {:.1} s (first create → last Running): {:.0} pods/s   (goal >= 1,000 pods/s)",
         args.pods,
@@ -426,8 +483,14 @@ fn report_workload(args: &Args, tracker: &Tracker, t0: Time, create_latencies: &
     let mut lat = create_latencies.to_vec();
     println!("API create calls:  {}", describe(&mut lat));
     if !per_node.is_empty() {
-        let (min, max) = (per_node.values().min().copied().unwrap_or(0), per_node.values().max().copied().unwrap_or(0));
-        println!("spread: {} nodes used, {min}..{max} pods per node", per_node.len());
+        let (min, max) = (
+            per_node.values().min().copied().unwrap_or(0),
+            per_node.values().max().copied().unwrap_or(0),
+        );
+        println!(
+            "spread: {} nodes used, {min}..{max} pods per node",
+            per_node.len()
+        );
     }
 }
 
@@ -439,13 +502,16 @@ async fn failover(
     nodes: &Informer<Node>,
     tracker: &Arc<Mutex<Tracker>>,
 ) -> Result<()> {
-    let count = ((args.nodes as f64 * args.failover_percent / 100.0).round() as usize).clamp(1, args.nodes);
+    let count =
+        ((args.nodes as f64 * args.failover_percent / 100.0).round() as usize).clamp(1, args.nodes);
     let stride = args.nodes / count;
     let victims_nodes: Vec<String> = (0..count).map(|k| common::node_name(k * stride)).collect();
     let victim_pods: HashSet<String> = victims_nodes
         .iter()
         .flat_map(|n| pods.by_index(INDEX_NODE, n))
-        .filter(|p| p.metadata.labels.contains_key(BENCH_LABEL) && p.metadata.controller_ref().is_some())
+        .filter(|p| {
+            p.metadata.labels.contains_key(BENCH_LABEL) && p.metadata.controller_ref().is_some()
+        })
         .map(|p| p.metadata.uid.clone())
         .collect();
     println!(
@@ -455,7 +521,9 @@ async fn failover(
     );
     println!(
         "node monitor grace {:?} + default unreachable toleration {:?}; heartbeat every {} ms",
-        cp.tunables.node_monitor_grace, cp.tunables.default_unreachable_toleration, args.heartbeat_ms
+        cp.tunables.node_monitor_grace,
+        cp.tunables.default_unreachable_toleration,
+        args.heartbeat_ms
     );
     let t_stop = Utc::now();
     fleet.stop_nodes(&victims_nodes)?;
@@ -474,7 +542,10 @@ async fn failover(
         }
         let (evicted, replaced) = {
             let t = tracker.lock().expect("tracker");
-            let evicted = victim_pods.iter().filter(|uid| t.pods.get(*uid).is_some_and(|p| p.deleted.is_some())).count();
+            let evicted = victim_pods
+                .iter()
+                .filter(|uid| t.pods.get(*uid).is_some_and(|p| p.deleted.is_some()))
+                .count();
             let replaced = t
                 .pods
                 .values()
@@ -511,14 +582,25 @@ async fn failover(
     let mut victims_by_rs: HashMap<String, Vec<&Track>> = HashMap::new();
     for uid in &victim_pods {
         if let Some(p) = t.pods.get(uid) {
-            victims_by_rs.entry(p.owner.clone().unwrap_or_default()).or_default().push(p);
+            victims_by_rs
+                .entry(p.owner.clone().unwrap_or_default())
+                .or_default()
+                .push(p);
         }
     }
     let mut new_by_rs: HashMap<String, Vec<&Track>> = HashMap::new();
-    for p in t.pods.values().filter(|p| p.created.is_some_and(|c| c >= t_stop)) {
-        new_by_rs.entry(p.owner.clone().unwrap_or_default()).or_default().push(p);
+    for p in t
+        .pods
+        .values()
+        .filter(|p| p.created.is_some_and(|c| c >= t_stop))
+    {
+        new_by_rs
+            .entry(p.owner.clone().unwrap_or_default())
+            .or_default()
+            .push(p);
     }
-    let (mut from_stop, mut from_not_ready, mut from_eviction, mut elsewhere) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    let (mut from_stop, mut from_not_ready, mut from_eviction, mut elsewhere) =
+        (Vec::new(), Vec::new(), Vec::new(), 0);
     let victim_set: HashSet<&String> = victims_nodes.iter().collect();
     for (rs, mut victims) in victims_by_rs {
         victims.sort_by_key(|p| p.deleted);
@@ -539,11 +621,27 @@ async fn failover(
         }
     }
     let mut marked: Vec<Duration> = not_ready.values().map(|nr| between(t_stop, *nr)).collect();
-    println!("\n== failover results ({} of {} pods replaced, {elsewhere} on other nodes) ==", replacements_running.min(victim_pods.len()), victim_pods.len());
-    println!("agent stop → node NotReady:              {}", describe(&mut marked));
-    println!("agent stop → replacement Running:        {}", describe(&mut from_stop));
-    println!("node NotReady → replacement Running:     {}   (goal p99 <= 10 s)", describe(&mut from_not_ready));
-    println!("eviction → replacement Running:          {}", describe(&mut from_eviction));
+    println!(
+        "\n== failover results ({} of {} pods replaced, {elsewhere} on other nodes) ==",
+        replacements_running.min(victim_pods.len()),
+        victim_pods.len()
+    );
+    println!(
+        "agent stop → node NotReady:              {}",
+        describe(&mut marked)
+    );
+    println!(
+        "agent stop → replacement Running:        {}",
+        describe(&mut from_stop)
+    );
+    println!(
+        "node NotReady → replacement Running:     {}   (goal p99 <= 10 s)",
+        describe(&mut from_not_ready)
+    );
+    println!(
+        "eviction → replacement Running:          {}",
+        describe(&mut from_eviction)
+    );
     println!("memory: {}", memory_line(Some(fleet.pid())));
     Ok(())
 }

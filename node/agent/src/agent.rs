@@ -73,7 +73,9 @@ impl AgentConfig {
     }
 
     pub fn backoff(&self, exp: u32) -> Duration {
-        self.backoff_base.saturating_mul(1u32 << exp.min(16)).min(self.backoff_max)
+        self.backoff_base
+            .saturating_mul(1u32 << exp.min(16))
+            .min(self.backoff_max)
     }
 }
 
@@ -101,7 +103,11 @@ impl AgentCtx {
         }
         match tokio::task::spawn_blocking(move || f(rt.as_ref())).await {
             Ok(result) => result,
-            Err(e) => Err(shoal_node::Error::Io { path: "<runtime>".into(), op: "runtime call", source: std::io::Error::other(e.to_string()) }),
+            Err(e) => Err(shoal_node::Error::Io {
+                path: "<runtime>".into(),
+                op: "runtime call",
+                source: std::io::Error::other(e.to_string()),
+            }),
         }
     }
 
@@ -111,13 +117,24 @@ impl AgentCtx {
 
     async fn report(&self, what: &str, body: Vec<u8>) -> Result<bytes::Bytes, String> {
         let subject = subjects::node_report(&self.config.node_name, what);
-        let reply = tokio::time::timeout(Duration::from_secs(10), self.nats.request(subject, body.into()))
-            .await
-            .map_err(|_| "timed out".to_string())?
-            .map_err(|e| e.to_string())?;
-        if let Some(code) = reply.headers.as_ref().and_then(|h| h.get(subjects::HEADER_CODE)) {
+        let reply = tokio::time::timeout(
+            Duration::from_secs(10),
+            self.nats.request(subject, body.into()),
+        )
+        .await
+        .map_err(|_| "timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+        if let Some(code) = reply
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(subjects::HEADER_CODE))
+        {
             let status: Result<bus_schemas::Status, _> = codec::from_msgpack(&reply.payload);
-            return Err(format!("{}: {}", code, status.map(|s| s.message).unwrap_or_default()));
+            return Err(format!(
+                "{}: {}",
+                code,
+                status.map(|s| s.message).unwrap_or_default()
+            ));
         }
         Ok(reply.payload)
     }
@@ -128,7 +145,9 @@ impl AgentCtx {
         report.metadata.name = pod.metadata.name.clone();
         report.metadata.namespace = pod.metadata.namespace.clone();
         report.status = status;
-        let Ok(body) = codec::to_msgpack(&report) else { return false };
+        let Ok(body) = codec::to_msgpack(&report) else {
+            return false;
+        };
         match self.report("pod-status", body).await {
             Ok(_) => true,
             Err(e) => {
@@ -143,10 +162,15 @@ impl AgentCtx {
         let options = DeleteOptions {
             namespace: pod.metadata.namespace.clone(),
             name: pod.metadata.name.clone(),
-            preconditions: Some(bus_schemas::api::Preconditions { uid: Some(pod.metadata.uid.clone()), resource_version: None }),
+            preconditions: Some(bus_schemas::api::Preconditions {
+                uid: Some(pod.metadata.uid.clone()),
+                resource_version: None,
+            }),
             ..Default::default()
         };
-        let Ok(body) = codec::to_msgpack(&options) else { return };
+        let Ok(body) = codec::to_msgpack(&options) else {
+            return;
+        };
         if let Err(e) = self.report("pod-delete", body).await {
             if !e.starts_with("404") {
                 tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod deletion not confirmed");
@@ -155,7 +179,12 @@ impl AgentCtx {
     }
 }
 
-fn node_object(config: &AgentConfig, facts: &MachineFacts, hollow: bool, pressure: Pressure) -> Node {
+fn node_object(
+    config: &AgentConfig,
+    facts: &MachineFacts,
+    hollow: bool,
+    pressure: Pressure,
+) -> Node {
     let mut node = Node::default();
     node.set_type_meta();
     node.metadata.name = config.node_name.clone();
@@ -163,7 +192,10 @@ fn node_object(config: &AgentConfig, facts: &MachineFacts, hollow: bool, pressur
     let labels = &mut node.metadata.labels;
     labels.insert("kubernetes.io/hostname".into(), config.node_name.clone());
     labels.insert("kubernetes.io/os".into(), "linux".into());
-    labels.insert("kubernetes.io/arch".into(), facts.system_info(hollow).architecture);
+    labels.insert(
+        "kubernetes.io/arch".into(),
+        facts.system_info(hollow).architecture,
+    );
     if hollow {
         labels.insert("node.shoal.io/hollow".into(), "true".into());
     }
@@ -173,7 +205,12 @@ fn node_object(config: &AgentConfig, facts: &MachineFacts, hollow: bool, pressur
     node
 }
 
-fn node_status(config: &AgentConfig, facts: &MachineFacts, hollow: bool, pressure: Pressure) -> NodeStatus {
+fn node_status(
+    config: &AgentConfig,
+    facts: &MachineFacts,
+    hollow: bool,
+    pressure: Pressure,
+) -> NodeStatus {
     let now = chrono::Utc::now();
     let condition = |type_: &str, ok: bool, reason: &str, message: &str| Condition {
         type_: type_.into(),
@@ -187,21 +224,56 @@ fn node_status(config: &AgentConfig, facts: &MachineFacts, hollow: bool, pressur
         capacity: facts.capacity(config.max_pods),
         allocatable: facts.allocatable(config.max_pods),
         conditions: vec![
-            condition("Ready", true, "AgentReady", "shoal agent is posting ready status"),
+            condition(
+                "Ready",
+                true,
+                "AgentReady",
+                "shoal agent is posting ready status",
+            ),
             if pressure.memory {
-                condition("MemoryPressure", true, "AgentHasInsufficientMemory", "less than 5% of memory is available")
+                condition(
+                    "MemoryPressure",
+                    true,
+                    "AgentHasInsufficientMemory",
+                    "less than 5% of memory is available",
+                )
             } else {
-                condition("MemoryPressure", false, "AgentHasSufficientMemory", "agent has sufficient memory available")
+                condition(
+                    "MemoryPressure",
+                    false,
+                    "AgentHasSufficientMemory",
+                    "agent has sufficient memory available",
+                )
             },
             if pressure.disk {
-                condition("DiskPressure", true, "AgentHasDiskPressure", "less than 10% of the state disk is free")
+                condition(
+                    "DiskPressure",
+                    true,
+                    "AgentHasDiskPressure",
+                    "less than 10% of the state disk is free",
+                )
             } else {
-                condition("DiskPressure", false, "AgentHasNoDiskPressure", "agent has no disk pressure")
+                condition(
+                    "DiskPressure",
+                    false,
+                    "AgentHasNoDiskPressure",
+                    "agent has no disk pressure",
+                )
             },
             if pressure.pids {
-                condition("PIDPressure", true, "AgentHasInsufficientPID", "over 90% of pid_max is in use")
+                condition(
+                    "PIDPressure",
+                    true,
+                    "AgentHasInsufficientPID",
+                    "over 90% of pid_max is in use",
+                )
             } else {
-                condition("PIDPressure", false, "AgentHasSufficientPID", "agent has sufficient PID available")
+                condition(
+                    "PIDPressure",
+                    false,
+                    "AgentHasSufficientPID",
+                    "agent has sufficient PID available",
+                )
             },
         ],
         addresses: facts.addresses(&config.host_ip, &config.node_name),
@@ -219,7 +291,10 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), AgentError> {
     let store = Store::open(nats.clone()).await?;
-    let informers = config.informers.clone().unwrap_or_else(|| InformerFactory::new(store.clone()));
+    let informers = config
+        .informers
+        .clone()
+        .unwrap_or_else(|| InformerFactory::new(store.clone()));
     let js = async_nats::jetstream::new(nats.clone());
     let registry = Registry::open(&js).await?;
     let runtime = backend.runtime();
@@ -237,14 +312,22 @@ pub async fn run(
         runtime,
         poke: Notify::new(),
     });
-    let facts = if hollow { MachineFacts::hollow() } else { MachineFacts::probe() };
+    let facts = if hollow {
+        MachineFacts::hollow()
+    } else {
+        MachineFacts::probe()
+    };
 
     register(&ctx, &facts, hollow).await;
     let heartbeat = tokio::spawn(heartbeat_loop(ctx.clone(), facts, hollow));
     let mut extras = Vec::new();
     if !hollow {
         let pod_informer = informers.get::<Pod>();
-        extras.push(tokio::spawn(crate::telemetry::serve_exec(ctx.clone(), nats.clone(), pod_informer.clone())));
+        extras.push(tokio::spawn(crate::telemetry::serve_exec(
+            ctx.clone(),
+            nats.clone(),
+            pod_informer.clone(),
+        )));
         extras.push(tokio::spawn(crate::telemetry::publish_metrics(
             ctx.clone(),
             nats.clone(),
@@ -320,10 +403,16 @@ async fn manage_pods(ctx: Arc<AgentCtx>, informers: InformerFactory) {
 
     // Re-adopt what the runtime already runs; sweep what no pod wants.
     let sandboxes = ctx.call(|rt| rt.list_sandboxes()).await.unwrap_or_default();
-    let containers = ctx.call(|rt| rt.list_containers()).await.unwrap_or_default();
+    let containers = ctx
+        .call(|rt| rt.list_containers())
+        .await
+        .unwrap_or_default();
     let keep: HashSet<String> = mine.iter().map(|p| p.metadata.uid.clone()).collect();
     let keep_for_sweep = keep.clone();
-    match ctx.call(move |rt| rt.cleanup_orphans(&keep_for_sweep)).await {
+    match ctx
+        .call(move |rt| rt.cleanup_orphans(&keep_for_sweep))
+        .await
+    {
         Ok(report) if !report.sandboxes.is_empty() => {
             tracing::info!(removed = ?report.sandboxes, "removed sandboxes no pod wants");
         }
@@ -335,20 +424,31 @@ async fn manage_pods(ctx: Arc<AgentCtx>, informers: InformerFactory) {
         let id = s.id.clone();
         adopted.entry(id).or_default().sandbox = Some(s);
     }
-    for c in containers.into_iter().filter(|c| keep.contains(&c.sandbox_id)) {
-        adopted.entry(c.sandbox_id.clone()).or_default().containers.push(c);
+    for c in containers
+        .into_iter()
+        .filter(|c| keep.contains(&c.sandbox_id))
+    {
+        adopted
+            .entry(c.sandbox_id.clone())
+            .or_default()
+            .containers
+            .push(c);
     }
 
     let mut workers: HashMap<String, watch::Sender<Option<Arc<Pod>>>> = HashMap::new();
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let route = |pod: Option<Arc<Pod>>, uid: &str, adopted: &mut HashMap<String, Adopted>,
-                     workers: &mut HashMap<String, watch::Sender<Option<Arc<Pod>>>>| {
+    let route = |pod: Option<Arc<Pod>>,
+                 uid: &str,
+                 adopted: &mut HashMap<String, Adopted>,
+                 workers: &mut HashMap<String, watch::Sender<Option<Arc<Pod>>>>| {
         if let Some(tx) = workers.get(uid) {
             let _ = tx.send(pod);
             return;
         }
         let Some(pod) = pod else { return };
-        if matches!(pod.status.phase.as_str(), "Succeeded" | "Failed") && pod.metadata.deletion_timestamp.is_none() {
+        if matches!(pod.status.phase.as_str(), "Succeeded" | "Failed")
+            && pod.metadata.deletion_timestamp.is_none()
+        {
             return;
         }
         let (tx, rx) = watch::channel(Some(pod.clone()));

@@ -47,7 +47,9 @@ impl Backend {
                 match registry.pull(rt.images(), &reference).await {
                     Ok(info) => Ok(Some(info)),
                     // Offline from the registry but present locally: use what we have.
-                    Err(e @ RegistryError::Store(_)) => rt.images().resolve(&reference).map(Some).map_err(|_| e),
+                    Err(e @ RegistryError::Store(_)) => {
+                        rt.images().resolve(&reference).map(Some).map_err(|_| e)
+                    }
                     Err(e) => Err(e),
                 }
             }

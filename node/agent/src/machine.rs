@@ -24,23 +24,38 @@ pub fn primary_ipv4() -> Option<String> {
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .find(|f| f.len() > 2 && f[1] == "00000000")
         .map(|f| f[0].to_string())?;
-    let out = std::process::Command::new("ip").args(["-4", "-o", "addr", "show", "dev", &iface]).output().ok()?;
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "dev", &iface])
+        .output()
+        .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let addr = text.split_whitespace().skip_while(|w| *w != "inet").nth(1)?;
+    let addr = text
+        .split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)?;
     Some(addr.split('/').next()?.to_string())
 }
 
 fn read(path: &str) -> String {
-    std::fs::read_to_string(path).unwrap_or_default().trim().to_string()
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 impl MachineFacts {
     pub fn probe() -> MachineFacts {
-        let cpus = std::thread::available_parallelism().map(|n| n.get() as u64).unwrap_or(1);
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get() as u64)
+            .unwrap_or(1);
         let memory_kib = read("/proc/meminfo")
             .lines()
             .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+            .and_then(|v| {
+                v.split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok())
+            })
             .unwrap_or(0);
         let os_image = read("/etc/os-release")
             .lines()
@@ -86,7 +101,10 @@ impl MachineFacts {
                 "cpu".to_string(),
                 Quantity::from_milli((self.cpus as i128 * 1000 - reserved_cpu_milli).max(0)),
             ),
-            ("memory".to_string(), bytes(self.memory_bytes.saturating_sub(reserved_mem))),
+            (
+                "memory".to_string(),
+                bytes(self.memory_bytes.saturating_sub(reserved_mem)),
+            ),
             ("pods".to_string(), Quantity::from_value(max_pods as i128)),
         ])
     }
@@ -96,10 +114,16 @@ impl MachineFacts {
             machine_id: self.machine_id.clone(),
             kernel_version: self.kernel.clone(),
             os_image: self.os_image.clone(),
-            container_runtime_version: if hollow { "hollow://0.1".into() } else { "shoal://0.1".into() },
+            container_runtime_version: if hollow {
+                "hollow://0.1".into()
+            } else {
+                "shoal://0.1".into()
+            },
             kubelet_version: format!("shoal-{}", env!("CARGO_PKG_VERSION")),
             operating_system: "linux".into(),
-            architecture: std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64"),
+            architecture: std::env::consts::ARCH
+                .replace("x86_64", "amd64")
+                .replace("aarch64", "arm64"),
             ..Default::default()
         }
     }
@@ -107,9 +131,15 @@ impl MachineFacts {
     pub fn addresses(&self, internal_ip: &str, node_name: &str) -> Vec<NodeAddress> {
         let mut out = Vec::new();
         if !internal_ip.is_empty() {
-            out.push(NodeAddress { type_: "InternalIP".into(), address: internal_ip.into() });
+            out.push(NodeAddress {
+                type_: "InternalIP".into(),
+                address: internal_ip.into(),
+            });
         }
-        out.push(NodeAddress { type_: "Hostname".into(), address: node_name.into() });
+        out.push(NodeAddress {
+            type_: "Hostname".into(),
+            address: node_name.into(),
+        });
         out
     }
 }
@@ -137,7 +167,11 @@ impl Pressure {
             meminfo
                 .lines()
                 .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+                .and_then(|v| {
+                    v.split_whitespace()
+                        .next()
+                        .and_then(|n| n.parse::<u64>().ok())
+                })
         };
         let memory = match (field("MemAvailable:"), field("MemTotal:")) {
             (Some(avail), Some(total)) if total > 0 => avail * 100 / total < 5,
@@ -157,6 +191,10 @@ impl Pressure {
             .and_then(|f| f.split('/').nth(1))
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
-        Pressure { memory, disk, pids: threads.saturating_mul(10) > pid_max.saturating_mul(9) }
+        Pressure {
+            memory,
+            disk,
+            pids: threads.saturating_mul(10) > pid_max.saturating_mul(9),
+        }
     }
 }

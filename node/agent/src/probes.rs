@@ -28,7 +28,12 @@ struct ProbeState {
 
 impl ProbeState {
     fn new(probe: &Probe) -> ProbeState {
-        ProbeState { probe: probe.clone(), next: None, successes: 0, failures: 0 }
+        ProbeState {
+            probe: probe.clone(),
+            next: None,
+            successes: 0,
+            failures: 0,
+        }
     }
     fn period(&self) -> Duration {
         Duration::from_secs(self.probe.period_seconds.unwrap_or(10).max(1) as u64)
@@ -91,7 +96,10 @@ impl ProbeTracker {
             Some(s) => {
                 self.started = false;
                 s.arm(now);
-                for other in [self.liveness.as_mut(), self.readiness.as_mut()].into_iter().flatten() {
+                for other in [self.liveness.as_mut(), self.readiness.as_mut()]
+                    .into_iter()
+                    .flatten()
+                {
                     other.next = None;
                 }
             }
@@ -101,24 +109,39 @@ impl ProbeTracker {
 
     fn start_others(&mut self, now: Instant) {
         self.started = true;
-        for s in [self.liveness.as_mut(), self.readiness.as_mut()].into_iter().flatten() {
+        for s in [self.liveness.as_mut(), self.readiness.as_mut()]
+            .into_iter()
+            .flatten()
+        {
             s.arm(now);
         }
     }
 
     pub fn container_stopped(&mut self) {
         self.ready = false;
-        for s in [self.startup.as_mut(), self.liveness.as_mut(), self.readiness.as_mut()].into_iter().flatten() {
+        for s in [
+            self.startup.as_mut(),
+            self.liveness.as_mut(),
+            self.readiness.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
             s.next = None;
         }
     }
 
     pub fn next_due(&self) -> Option<Instant> {
-        [&self.startup, &self.liveness, &self.readiness].into_iter().flatten().filter_map(|s| s.next).min()
+        [&self.startup, &self.liveness, &self.readiness]
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.next)
+            .min()
     }
 
     pub fn due(&self, now: Instant) -> Option<ProbeKind> {
-        let is_due = |s: &Option<ProbeState>| s.as_ref().and_then(|s| s.next).is_some_and(|n| n <= now);
+        let is_due =
+            |s: &Option<ProbeState>| s.as_ref().and_then(|s| s.next).is_some_and(|n| n <= now);
         if is_due(&self.startup) {
             Some(ProbeKind::Startup)
         } else if is_due(&self.liveness) {
@@ -131,7 +154,9 @@ impl ProbeTracker {
     }
 
     pub fn record(&mut self, kind: ProbeKind, ok: bool, now: Instant) -> Verdict {
-        let Some(s) = self.state(kind) else { return Verdict { restart: false } };
+        let Some(s) = self.state(kind) else {
+            return Verdict { restart: false };
+        };
         s.next = Some(now + s.period());
         if ok {
             s.successes += 1;
@@ -142,7 +167,10 @@ impl ProbeTracker {
         }
         let success_threshold = s.probe.success_threshold.unwrap_or(1).max(1);
         let failure_threshold = s.probe.failure_threshold.unwrap_or(3).max(1);
-        let (succeeded, failed) = (s.successes >= success_threshold, s.failures >= failure_threshold);
+        let (succeeded, failed) = (
+            s.successes >= success_threshold,
+            s.failures >= failure_threshold,
+        );
         match kind {
             ProbeKind::Startup => {
                 if succeeded {
@@ -203,19 +231,31 @@ pub async fn run(
     }
     let timeout = Duration::from_secs(probe.timeout_seconds.unwrap_or(1).max(1) as u64);
     if let Some(http) = &probe.http_get {
-        let Some(port) = port_of(container, &http.port) else { return false };
+        let Some(port) = port_of(container, &http.port) else {
+            return false;
+        };
         let ip: IpAddr = http.host.parse().unwrap_or(IpAddr::V4(sandbox.ip));
-        let path = if http.path.is_empty() { "/".to_string() } else { http.path.clone() };
-        return tokio::task::spawn_blocking(move || shoal_node::probe::http_get(ip, port, &path, timeout).is_success())
-            .await
-            .unwrap_or(false);
+        let path = if http.path.is_empty() {
+            "/".to_string()
+        } else {
+            http.path.clone()
+        };
+        return tokio::task::spawn_blocking(move || {
+            shoal_node::probe::http_get(ip, port, &path, timeout).is_success()
+        })
+        .await
+        .unwrap_or(false);
     }
     if let Some(tcp) = &probe.tcp_socket {
-        let Some(port) = port_of(container, &tcp.port) else { return false };
+        let Some(port) = port_of(container, &tcp.port) else {
+            return false;
+        };
         let ip: IpAddr = tcp.host.parse().unwrap_or(IpAddr::V4(sandbox.ip));
-        return tokio::task::spawn_blocking(move || shoal_node::probe::tcp_socket(ip, port, timeout).is_success())
-            .await
-            .unwrap_or(false);
+        return tokio::task::spawn_blocking(move || {
+            shoal_node::probe::tcp_socket(ip, port, timeout).is_success()
+        })
+        .await
+        .unwrap_or(false);
     }
     if let Some(exec) = &probe.exec {
         let request = ExecRequest::new(exec.command.clone(), timeout);

@@ -85,7 +85,12 @@ impl Registry {
     ) -> Result<ImageInfo, RegistryError> {
         let info = local.resolve(reference)?;
         let blobs = local.image_blobs(reference)?;
-        let mut p = Progress { blobs_done: 0, blobs_total: blobs.len(), bytes_done: 0, bytes_skipped: 0 };
+        let mut p = Progress {
+            blobs_done: 0,
+            blobs_total: blobs.len(),
+            bytes_done: 0,
+            bytes_skipped: 0,
+        };
         for digest in &blobs {
             let path = local.blob_path(digest);
             let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -93,10 +98,13 @@ impl Registry {
             if self.has(&key).await {
                 p.bytes_skipped += size;
             } else {
-                let mut file = tokio::fs::File::open(&path)
+                let mut file = tokio::fs::File::open(&path).await.map_err(|e| {
+                    RegistryError::Store(format!("reading {}: {e}", path.display()))
+                })?;
+                self.store
+                    .put(key.as_str(), &mut file)
                     .await
-                    .map_err(|e| RegistryError::Store(format!("reading {}: {e}", path.display())))?;
-                self.store.put(key.as_str(), &mut file).await.map_err(store_err)?;
+                    .map_err(store_err)?;
                 p.bytes_done += size;
             }
             p.blobs_done += 1;
@@ -104,13 +112,20 @@ impl Registry {
         }
         let mut manifest_ref = info.manifest_digest.to_string().into_bytes();
         let key = ref_key(&normalise(reference));
-        self.store.put(key.as_str(), &mut manifest_ref.as_slice()).await.map_err(store_err)?;
+        self.store
+            .put(key.as_str(), &mut manifest_ref.as_slice())
+            .await
+            .map_err(store_err)?;
         manifest_ref.clear();
         Ok(info)
     }
 
     /// Makes `reference` available in the local store, fetching only the missing blobs.
-    pub async fn pull(&self, local: &ImageStore, reference: &str) -> Result<ImageInfo, RegistryError> {
+    pub async fn pull(
+        &self,
+        local: &ImageStore,
+        reference: &str,
+    ) -> Result<ImageInfo, RegistryError> {
         let reference = normalise(reference);
         let manifest_digest = match self.read(&ref_key(&reference)).await {
             Ok(bytes) => Digest::parse(String::from_utf8_lossy(&bytes).trim())?,
@@ -123,7 +138,12 @@ impl Registry {
         if let Some(config) = parsed.pointer("/config/digest").and_then(|d| d.as_str()) {
             needed.push(Digest::parse(config)?);
         }
-        for layer in parsed.get("layers").and_then(|l| l.as_array()).into_iter().flatten() {
+        for layer in parsed
+            .get("layers")
+            .and_then(|l| l.as_array())
+            .into_iter()
+            .flatten()
+        {
             if let Some(d) = layer.get("digest").and_then(|d| d.as_str()) {
                 needed.push(Digest::parse(d)?);
             }
@@ -143,7 +163,11 @@ impl Registry {
         Ok(bytes)
     }
 
-    async fn fetch_blob(&self, local: &ImageStore, digest: &Digest) -> Result<Vec<u8>, RegistryError> {
+    async fn fetch_blob(
+        &self,
+        local: &ImageStore,
+        digest: &Digest,
+    ) -> Result<Vec<u8>, RegistryError> {
         let bytes = self.read(&blob_key(digest)).await?;
         // import_blob verifies the sha256 before anything is stored.
         local.import_blob(digest, Some(bytes.len() as u64), bytes.as_slice())?;
@@ -159,7 +183,11 @@ impl Registry {
             let info = info.map_err(store_err)?;
             if let Some(reference) = info.name.strip_prefix("refs/") {
                 if !info.deleted {
-                    let digest = self.read(&info.name).await.map(|b| String::from_utf8_lossy(&b).to_string()).unwrap_or_default();
+                    let digest = self
+                        .read(&info.name)
+                        .await
+                        .map(|b| String::from_utf8_lossy(&b).to_string())
+                        .unwrap_or_default();
                     refs.push((reference.to_string(), digest));
                 }
             }
@@ -179,7 +207,10 @@ impl Registry {
         let mut pushed = Vec::new();
         for image in images {
             let reference = image.reference.clone();
-            pushed.push(self.push(scratch, &reference, |p| progress(&reference, p)).await?);
+            pushed.push(
+                self.push(scratch, &reference, |p| progress(&reference, p))
+                    .await?,
+            );
         }
         Ok(pushed)
     }

@@ -15,7 +15,10 @@ pub struct PodDefaults {
 
 impl Default for PodDefaults {
     fn default() -> Self {
-        PodDefaults { cluster_dns: "10.96.0.10".into(), cluster_domain: "cluster.local".into() }
+        PodDefaults {
+            cluster_dns: "10.96.0.10".into(),
+            cluster_domain: "cluster.local".into(),
+        }
     }
 }
 
@@ -44,10 +47,19 @@ pub fn container_resources(c: &Container) -> Resources {
 pub fn sandbox_spec(pod: &Pod, defaults: &PodDefaults) -> SandboxSpec {
     let ns = &pod.metadata.namespace;
     let dns = match pod.spec.dns_policy.as_str() {
-        "Default" => DnsConfig { nameservers: vec![], searches: vec![], options: vec![] },
+        "Default" => DnsConfig {
+            nameservers: vec![],
+            searches: vec![],
+            options: vec![],
+        },
         _ => DnsConfig::cluster_first(ns, &defaults.cluster_dns, &defaults.cluster_domain),
     };
-    let resources: Vec<Resources> = pod.spec.containers.iter().map(container_resources).collect();
+    let resources: Vec<Resources> = pod
+        .spec
+        .containers
+        .iter()
+        .map(container_resources)
+        .collect();
     let mut spec = SandboxSpec::new(pod.metadata.uid.clone(), hostname(pod), ns.clone());
     spec.dns = dns;
     spec.resources = PodResources::sum(resources.iter());
@@ -85,7 +97,10 @@ pub fn container_spec(
     container: &Container,
     pod_ip: &str,
 ) -> Result<ContainerSpec, ConfigError> {
-    let mut spec = ContainerSpec::new(container.name.clone(), crate::registry::normalise(&container.image));
+    let mut spec = ContainerSpec::new(
+        container.name.clone(),
+        crate::registry::normalise(&container.image),
+    );
     if !container.command.is_empty() {
         spec.command = Some(container.command.clone());
     }
@@ -95,7 +110,10 @@ pub fn container_spec(
     for env in &container.env {
         let value = match env.value_from.as_ref().and_then(|f| f.field_ref.as_ref()) {
             Some(field) => field_value(pod, &field.field_path, pod_ip).ok_or_else(|| {
-                ConfigError(format!("env {}: unsupported fieldRef {:?}", env.name, field.field_path))
+                ConfigError(format!(
+                    "env {}: unsupported fieldRef {:?}",
+                    env.name, field.field_path
+                ))
             })?,
             None => env.value.clone(),
         };
@@ -106,8 +124,12 @@ pub fn container_spec(
     }
     let security = container.security_context.as_ref();
     let pod_security = pod.spec.security_context.as_ref();
-    let uid = security.and_then(|s| s.run_as_user).or(pod_security.and_then(|s| s.run_as_user));
-    let gid = security.and_then(|s| s.run_as_group).or(pod_security.and_then(|s| s.run_as_group));
+    let uid = security
+        .and_then(|s| s.run_as_user)
+        .or(pod_security.and_then(|s| s.run_as_user));
+    let gid = security
+        .and_then(|s| s.run_as_group)
+        .or(pod_security.and_then(|s| s.run_as_group));
     spec.user = match (uid, gid) {
         (Some(u), Some(g)) => Some(format!("{u}:{g}")),
         (Some(u), None) => Some(u.to_string()),
@@ -118,7 +140,9 @@ pub fn container_spec(
         spec.cap_add = caps.add.clone();
         spec.cap_drop = caps.drop.clone();
     }
-    spec.read_only_rootfs = security.and_then(|s| s.read_only_root_filesystem).unwrap_or(false);
+    spec.read_only_rootfs = security
+        .and_then(|s| s.read_only_root_filesystem)
+        .unwrap_or(false);
     spec.resources = container_resources(container);
     for mount in &container.volume_mounts {
         let volume = pod
@@ -132,9 +156,16 @@ pub fn container_spec(
         } else if let Some(host) = &volume.host_path {
             MountSource::HostPath(host.path.clone().into())
         } else {
-            return Err(ConfigError(format!("volume {:?} has no supported source", volume.name)));
+            return Err(ConfigError(format!(
+                "volume {:?} has no supported source",
+                volume.name
+            )));
         };
-        spec.mounts.push(MountSpec { source, destination: mount.mount_path.clone(), read_only: mount.read_only });
+        spec.mounts.push(MountSpec {
+            source,
+            destination: mount.mount_path.clone(),
+            read_only: mount.read_only,
+        });
     }
     Ok(spec)
 }

@@ -4,8 +4,8 @@ use bus_schemas::kinds::pod::{
     ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, PodIp, PodStatus,
 };
-use bus_schemas::meta::{set_condition, Condition, Time};
 use bus_schemas::kinds::Pod;
+use bus_schemas::meta::{set_condition, Condition, Time};
 use chrono::{DateTime, Utc};
 use std::time::SystemTime;
 
@@ -39,8 +39,13 @@ pub struct Terminated {
 pub enum ObservedState {
     #[default]
     NotCreated,
-    Waiting { reason: String, message: String },
-    Running { started_at: Time },
+    Waiting {
+        reason: String,
+        message: String,
+    },
+    Running {
+        started_at: Time,
+    },
     Terminated(Terminated),
 }
 
@@ -51,18 +56,29 @@ pub fn time(t: SystemTime) -> Time {
 fn api_state(state: &ObservedState) -> ApiState {
     match state {
         ObservedState::NotCreated => ApiState {
-            waiting: Some(ContainerStateWaiting { reason: "ContainerCreating".into(), message: String::new() }),
+            waiting: Some(ContainerStateWaiting {
+                reason: "ContainerCreating".into(),
+                message: String::new(),
+            }),
             ..Default::default()
         },
         ObservedState::Waiting { reason, message } => ApiState {
-            waiting: Some(ContainerStateWaiting { reason: reason.clone(), message: message.clone() }),
+            waiting: Some(ContainerStateWaiting {
+                reason: reason.clone(),
+                message: message.clone(),
+            }),
             ..Default::default()
         },
         ObservedState::Running { started_at } => ApiState {
-            running: Some(ContainerStateRunning { started_at: Some(*started_at) }),
+            running: Some(ContainerStateRunning {
+                started_at: Some(*started_at),
+            }),
             ..Default::default()
         },
-        ObservedState::Terminated(t) => ApiState { terminated: Some(terminated(t)), ..Default::default() },
+        ObservedState::Terminated(t) => ApiState {
+            terminated: Some(terminated(t)),
+            ..Default::default()
+        },
     }
 }
 
@@ -85,7 +101,10 @@ fn container_status(o: &Observed) -> ContainerStatus {
         last_state: o
             .last_terminated
             .as_ref()
-            .map(|t| ApiState { terminated: Some(terminated(t)), ..Default::default() })
+            .map(|t| ApiState {
+                terminated: Some(terminated(t)),
+                ..Default::default()
+            })
             .unwrap_or_default(),
         ready: o.ready,
         restart_count: o.restart_count,
@@ -126,7 +145,10 @@ pub fn phase(s: &Snapshot<'_>) -> &'static str {
     if !init_done {
         return "Pending";
     }
-    let running = s.app.iter().any(|o| matches!(o.state, ObservedState::Running { .. }));
+    let running = s
+        .app
+        .iter()
+        .any(|o| matches!(o.state, ObservedState::Running { .. }));
     if running {
         return "Running";
     }
@@ -137,12 +159,19 @@ pub fn phase(s: &Snapshot<'_>) -> &'static str {
             "OnFailure" if s.app.iter().all(exited_ok) => return "Succeeded",
             "OnFailure" => return "Running",
             _ => {
-                return if s.app.iter().all(exited_ok) { "Succeeded" } else { "Failed" };
+                return if s.app.iter().all(exited_ok) {
+                    "Succeeded"
+                } else {
+                    "Failed"
+                };
             }
         }
     }
     // Some containers are restarting (waiting after an exit): the pod keeps running.
-    if s.app.iter().any(|o| o.restart_count > 0 || o.last_terminated.is_some()) {
+    if s.app
+        .iter()
+        .any(|o| o.restart_count > 0 || o.last_terminated.is_some())
+    {
         return "Running";
     }
     "Pending"
@@ -155,7 +184,13 @@ pub fn build(s: &Snapshot<'_>) -> PodStatus {
         conditions: previous.conditions.clone(),
         host_ip: s.host_ip.clone(),
         pod_ip: s.pod_ip.clone(),
-        pod_ips: if s.pod_ip.is_empty() { vec![] } else { vec![PodIp { ip: s.pod_ip.clone() }] },
+        pod_ips: if s.pod_ip.is_empty() {
+            vec![]
+        } else {
+            vec![PodIp {
+                ip: s.pod_ip.clone(),
+            }]
+        },
         start_time: s.start_time.or(previous.start_time),
         init_container_statuses: s.init.iter().map(container_status).collect(),
         container_statuses: s.app.iter().map(container_status).collect(),
@@ -179,9 +214,29 @@ pub fn build(s: &Snapshot<'_>) -> PodStatus {
     };
     let now = s.now;
     set_condition(&mut status.conditions, cond("PodScheduled", true, ""), now);
-    set_condition(&mut status.conditions, cond("Initialized", init_done, "ContainersNotInitialized"), now);
-    let ready_reason = if terminal { "PodCompleted" } else { "ContainersNotReady" };
-    set_condition(&mut status.conditions, cond("ContainersReady", containers_ready && !terminal, ready_reason), now);
-    set_condition(&mut status.conditions, cond("Ready", containers_ready && !terminal, ready_reason), now);
+    set_condition(
+        &mut status.conditions,
+        cond("Initialized", init_done, "ContainersNotInitialized"),
+        now,
+    );
+    let ready_reason = if terminal {
+        "PodCompleted"
+    } else {
+        "ContainersNotReady"
+    };
+    set_condition(
+        &mut status.conditions,
+        cond(
+            "ContainersReady",
+            containers_ready && !terminal,
+            ready_reason,
+        ),
+        now,
+    );
+    set_condition(
+        &mut status.conditions,
+        cond("Ready", containers_ready && !terminal, ready_reason),
+        now,
+    );
     status
 }

@@ -45,7 +45,9 @@ pub fn ship_logs(
     // NOTE: one thread per running container: the log follower blocks on the file. Fine for a
     // real node's tens of containers; hollow nodes ship no logs.
     std::thread::spawn(move || {
-        let Ok(mut follower) = reader.follow(from_start) else { return };
+        let Ok(mut follower) = reader.follow(from_start) else {
+            return;
+        };
         let mut idle_after_stop = 0;
         loop {
             let stopping = flag.load(Ordering::Acquire);
@@ -55,7 +57,11 @@ pub fn ship_logs(
                     headers.insert(subjects::HEADER_CONTAINER_ID, container_id.as_str());
                     headers.insert(subjects::HEADER_LOG_STREAM, line.stream.as_str());
                     let body = format!("{} {}", line.time, line.content);
-                    let _ = handle.block_on(nats.publish_with_headers(subject.clone(), headers, body.into()));
+                    let _ = handle.block_on(nats.publish_with_headers(
+                        subject.clone(),
+                        headers,
+                        body.into(),
+                    ));
                 }
                 None if stopping => {
                     idle_after_stop += 1;
@@ -81,10 +87,16 @@ pub async fn serve_exec(ctx: Arc<AgentCtx>, nats: async_nats::Client, pods: Info
     while let Some(msg) = sub.next().await {
         let (ctx, nats, pods) = (ctx.clone(), nats.clone(), pods.clone());
         tokio::spawn(async move {
-            let Some(reply_to) = msg.reply.clone() else { return };
+            let Some(reply_to) = msg.reply.clone() else {
+                return;
+            };
             let reply = match codec::from_msgpack::<ExecRequest>(&msg.payload) {
                 Ok(req) => exec(&ctx, &pods, req).await,
-                Err(e) => ExecReply { exit_code: -1, error: format!("malformed exec request: {e}"), ..Default::default() },
+                Err(e) => ExecReply {
+                    exit_code: -1,
+                    error: format!("malformed exec request: {e}"),
+                    ..Default::default()
+                },
             };
             if let Ok(body) = codec::to_msgpack(&reply) {
                 let _ = nats.publish(reply_to, body.into()).await;
@@ -94,43 +106,84 @@ pub async fn serve_exec(ctx: Arc<AgentCtx>, nats: async_nats::Client, pods: Info
 }
 
 async fn exec(ctx: &Arc<AgentCtx>, pods: &Informer<Pod>, req: ExecRequest) -> ExecReply {
-    let fail = |error: String| ExecReply { exit_code: -1, error, ..Default::default() };
+    let fail = |error: String| ExecReply {
+        exit_code: -1,
+        error,
+        ..Default::default()
+    };
     let Some(pod) = pods.get(&req.namespace, &req.pod) else {
         return fail(format!("pod {}/{} not found", req.namespace, req.pod));
     };
     if pod.spec.node_name != ctx.config.node_name {
-        return fail(format!("pod {}/{} is not on node {}", req.namespace, req.pod, ctx.config.node_name));
+        return fail(format!(
+            "pod {}/{} is not on node {}",
+            req.namespace, req.pod, ctx.config.node_name
+        ));
     }
     let name = if req.container.is_empty() {
-        pod.spec.containers.first().map(|c| c.name.clone()).unwrap_or_default()
+        pod.spec
+            .containers
+            .first()
+            .map(|c| c.name.clone())
+            .unwrap_or_default()
     } else {
         req.container.clone()
     };
     let uid = pod.metadata.uid.clone();
-    let containers = ctx.call(|rt| rt.list_containers()).await.unwrap_or_default();
-    let mut candidates: Vec<_> = containers.into_iter().filter(|c| c.sandbox_id == uid && c.name == name).collect();
+    let containers = ctx
+        .call(|rt| rt.list_containers())
+        .await
+        .unwrap_or_default();
+    let mut candidates: Vec<_> = containers
+        .into_iter()
+        .filter(|c| c.sandbox_id == uid && c.name == name)
+        .collect();
     candidates.sort_by_key(|c| c.started_at);
     let Some(container) = candidates.pop() else {
-        return fail(format!("container {name:?} is not running in pod {}/{}", req.namespace, req.pod));
+        return fail(format!(
+            "container {name:?} is not running in pod {}/{}",
+            req.namespace, req.pod
+        ));
     };
-    let timeout = Duration::from_secs(if req.timeout_seconds == 0 { 60 } else { req.timeout_seconds as u64 });
+    let timeout = Duration::from_secs(if req.timeout_seconds == 0 {
+        60
+    } else {
+        req.timeout_seconds as u64
+    });
     let request = shoal_node::runtime::ExecRequest::new(req.command.clone(), timeout);
     let id = container.id.clone();
     match ctx.call(move |rt| rt.exec(&id, &request)).await {
-        Ok(r) => ExecReply { exit_code: r.exit_code, stdout: r.stdout, stderr: r.stderr, error: String::new() },
+        Ok(r) => ExecReply {
+            exit_code: r.exit_code,
+            stdout: r.stdout,
+            stderr: r.stderr,
+            error: String::new(),
+        },
         Err(e) => fail(e.to_string()),
     }
 }
 
 /// Publishes CPU and memory usage of every pod on this node, and the node's total.
-pub async fn publish_metrics(ctx: Arc<AgentCtx>, nats: async_nats::Client, pods: Informer<Pod>, period: Duration) {
+pub async fn publish_metrics(
+    ctx: Arc<AgentCtx>,
+    nats: async_nats::Client,
+    pods: Informer<Pod>,
+    period: Duration,
+) {
     let node = ctx.config.node_name.clone();
     let mut previous: HashMap<String, (Instant, u64)> = HashMap::new();
     loop {
         tokio::time::sleep(period).await;
-        let containers = ctx.call(|rt| rt.list_containers()).await.unwrap_or_default();
+        let containers = ctx
+            .call(|rt| rt.list_containers())
+            .await
+            .unwrap_or_default();
         let now = Instant::now();
-        let mut node_total = PodMetrics { node: node.clone(), timestamp: chrono::Utc::now(), ..Default::default() };
+        let mut node_total = PodMetrics {
+            node: node.clone(),
+            timestamp: chrono::Utc::now(),
+            ..Default::default()
+        };
         for pod in pods.by_index(INDEX_NODE, &node) {
             let uid = pod.metadata.uid.clone();
             let stats = {
@@ -165,14 +218,21 @@ pub async fn publish_metrics(ctx: Arc<AgentCtx>, nats: async_nats::Client, pods:
             }
         }
         if let Ok(body) = codec::to_msgpack(&node_total) {
-            let _ = nats.publish(subjects::metrics(&node, "", ""), body.into()).await;
+            let _ = nats
+                .publish(subjects::metrics(&node, "", ""), body.into())
+                .await;
         }
         previous.retain(|_, (at, _)| now.duration_since(*at) < period * 3);
     }
 }
 
 /// Millicores used since the previous sample of the same cgroup.
-fn rate(previous: &mut HashMap<String, (Instant, u64)>, key: String, now: Instant, usage_ns: u64) -> u64 {
+fn rate(
+    previous: &mut HashMap<String, (Instant, u64)>,
+    key: String,
+    now: Instant,
+    usage_ns: u64,
+) -> u64 {
     let millicores = match previous.get(&key) {
         Some((at, before)) if usage_ns >= *before => {
             let elapsed = now.duration_since(*at).as_nanos().max(1) as u64;

@@ -73,7 +73,11 @@ pub struct Worker {
 impl Worker {
     pub fn new(ctx: Arc<AgentCtx>, pod: &Pod, adopted: Adopted) -> Worker {
         let restarts = |statuses: &[bus_schemas::kinds::pod::ContainerStatus], name: &str| {
-            statuses.iter().find(|s| s.name == name).map(|s| s.restart_count).unwrap_or(0)
+            statuses
+                .iter()
+                .find(|s| s.name == name)
+                .map(|s| s.restart_count)
+                .unwrap_or(0)
         };
         let init = pod
             .spec
@@ -87,8 +91,11 @@ impl Worker {
             .iter()
             .map(|c| Track::new(c, restarts(&pod.status.container_statuses, &c.name)))
             .collect();
-        let adopted_containers =
-            adopted.containers.into_iter().map(|c| (c.name.clone(), c)).collect();
+        let adopted_containers = adopted
+            .containers
+            .into_iter()
+            .map(|c| (c.name.clone(), c))
+            .collect();
         Worker {
             ctx,
             sandbox: adopted.sandbox,
@@ -111,7 +118,11 @@ impl Worker {
                 return;
             };
             if pod.metadata.deletion_timestamp.is_some() {
-                let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0);
+                let grace = pod
+                    .metadata
+                    .deletion_grace_period_seconds
+                    .unwrap_or(0)
+                    .max(0);
                 self.teardown(Duration::from_secs(grace as u64)).await;
                 self.ctx.confirm_deleted(&pod).await;
                 return;
@@ -156,7 +167,11 @@ impl Worker {
         }
         if self.sandbox.is_none() {
             let sandbox_spec = spec::sandbox_spec(pod, &self.ctx.config.pod_defaults);
-            match self.ctx.call(move |rt| rt.create_sandbox(&sandbox_spec)).await {
+            match self
+                .ctx
+                .call(move |rt| rt.create_sandbox(&sandbox_spec))
+                .await
+            {
                 Ok(sandbox) => self.sandbox = Some(sandbox),
                 Err(e) => {
                     for t in self.init.iter_mut().chain(self.app.iter_mut()) {
@@ -198,12 +213,19 @@ impl Worker {
                 continue;
             }
             let always = t.container.image_pull_policy == "Always";
-            match self.ctx.backend.ensure_image(&registry, &t.container.image, always).await {
+            match self
+                .ctx
+                .backend
+                .ensure_image(&registry, &t.container.image, always)
+                .await
+            {
                 Ok(info) => {
                     if let Some(info) = info {
-                        t.observed.image_id = format!("{}@{}", info.reference, info.manifest_digest);
+                        t.observed.image_id =
+                            format!("{}@{}", info.reference, info.manifest_digest);
                     }
-                    if matches!(&t.observed.state, ObservedState::Waiting { reason, .. } if reason.contains("ImagePull")) {
+                    if matches!(&t.observed.state, ObservedState::Waiting { reason, .. } if reason.contains("ImagePull"))
+                    {
                         t.observed.state = ObservedState::NotCreated;
                         t.backoff_until = None;
                         t.backoff_exp = 0;
@@ -213,7 +235,12 @@ impl Worker {
                     all = false;
                     let first = t.backoff_exp == 0;
                     t.observed.state = ObservedState::Waiting {
-                        reason: if first { "ErrImagePull" } else { "ImagePullBackOff" }.into(),
+                        reason: if first {
+                            "ErrImagePull"
+                        } else {
+                            "ImagePullBackOff"
+                        }
+                        .into(),
                         message: format!("pulling {}: {e}", t.container.image),
                     };
                     let delay = self.ctx.config.backoff(t.backoff_exp);
@@ -227,19 +254,44 @@ impl Worker {
         all
     }
 
-    fn shipper(&self, pod: &Pod, sandbox: &SandboxInfo, name: &str, id: &str, from_start: bool) -> Option<crate::telemetry::LogShipper> {
+    fn shipper(
+        &self,
+        pod: &Pod,
+        sandbox: &SandboxInfo,
+        name: &str,
+        id: &str,
+        from_start: bool,
+    ) -> Option<crate::telemetry::LogShipper> {
         let reader = self.ctx.backend.logs(sandbox, name)?;
-        let subject = bus_schemas::subjects::logs(&pod.metadata.namespace, &pod.metadata.name, name);
-        Some(crate::telemetry::ship_logs(self.ctx.nats_client.clone(), reader, subject, id.to_string(), from_start))
+        let subject =
+            bus_schemas::subjects::logs(&pod.metadata.namespace, &pod.metadata.name, name);
+        Some(crate::telemetry::ship_logs(
+            self.ctx.nats_client.clone(),
+            reader,
+            subject,
+            id.to_string(),
+            from_start,
+        ))
     }
 
     fn track(&mut self, i: usize, init: bool) -> &mut Track {
-        if init { &mut self.init[i] } else { &mut self.app[i] }
+        if init {
+            &mut self.init[i]
+        } else {
+            &mut self.app[i]
+        }
     }
 
     /// Starts shipping logs of an adopted instance (from now on: earlier lines were shipped by
     /// the previous agent).
-    fn ensure_shipper(&mut self, pod: &Pod, sandbox: &SandboxInfo, i: usize, init: bool, from_start: bool) {
+    fn ensure_shipper(
+        &mut self,
+        pod: &Pod,
+        sandbox: &SandboxInfo,
+        i: usize,
+        init: bool,
+        from_start: bool,
+    ) {
         let t = if init { &self.init[i] } else { &self.app[i] };
         if t.shipper.is_some() {
             return;
@@ -261,7 +313,9 @@ impl Worker {
                 t.observed.started = true;
             }
         }
-        let Some(id) = self.track(i, init).id.clone() else { return };
+        let Some(id) = self.track(i, init).id.clone() else {
+            return;
+        };
         let state = match self.ctx.call(move |rt| rt.container_state(&id)).await {
             Ok(s) => s,
             Err(e) => {
@@ -277,9 +331,17 @@ impl Worker {
                 if !matches!(t.observed.state, ObservedState::Running { .. }) {
                     t.probes.container_started(Instant::now());
                 }
-                t.observed.state = ObservedState::Running { started_at: time(started_at) };
+                t.observed.state = ObservedState::Running {
+                    started_at: time(started_at),
+                };
             }
-            ContainerState::Exited { exit_code, signal, reason, started_at, finished_at } => {
+            ContainerState::Exited {
+                exit_code,
+                signal,
+                reason,
+                started_at,
+                finished_at,
+            } => {
                 let terminated = Terminated {
                     exit_code,
                     signal: signal.unwrap_or(0),
@@ -306,7 +368,12 @@ impl Worker {
             pod.spec.restart_policy.clone()
         };
         let now = Instant::now();
-        let grace = Duration::from_secs(pod.spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64);
+        let grace = Duration::from_secs(
+            pod.spec
+                .termination_grace_period_seconds
+                .unwrap_or(30)
+                .max(0) as u64,
+        );
         let ctx = self.ctx.clone();
         let config_backoff = move |exp| ctx.config.backoff(exp);
         let t = self.track(i, init);
@@ -331,7 +398,10 @@ impl Worker {
             if init && policy == "Never" {
                 if let ObservedState::Terminated(term) = &t.observed.state {
                     if term.exit_code != 0 {
-                        let msg = format!("init container {} failed with exit code {}", t.container.name, term.exit_code);
+                        let msg = format!(
+                            "init container {} failed with exit code {}",
+                            t.container.name, term.exit_code
+                        );
                         self.failed = Some(("InitContainerFailed".into(), msg));
                     }
                 }
@@ -375,15 +445,22 @@ impl Worker {
             let _ = self.ctx.call(move |rt| rt.remove_container(&old)).await;
         }
         let t = self.track(i, init);
-        let container_spec = match spec::container_spec(pod, &t.container, &sandbox.ip.to_string()) {
+        let container_spec = match spec::container_spec(pod, &t.container, &sandbox.ip.to_string())
+        {
             Ok(s) => s,
             Err(e) => {
-                t.observed.state = ObservedState::Waiting { reason: "CreateContainerConfigError".into(), message: e.0 };
+                t.observed.state = ObservedState::Waiting {
+                    reason: "CreateContainerConfigError".into(),
+                    message: e.0,
+                };
                 return;
             }
         };
         let sandbox_for_start = sandbox.clone();
-        let result = self.ctx.call(move |rt| rt.start_container(&sandbox_for_start, &container_spec)).await;
+        let result = self
+            .ctx
+            .call(move |rt| rt.start_container(&sandbox_for_start, &container_spec))
+            .await;
         let t = self.track(i, init);
         match result {
             Ok(info) => {
@@ -392,7 +469,9 @@ impl Worker {
                 }
                 t.id = Some(info.id.clone());
                 t.observed.container_id = format!("shoal://{}", info.id);
-                t.observed.state = ObservedState::Running { started_at: time(info.started_at) };
+                t.observed.state = ObservedState::Running {
+                    started_at: time(info.started_at),
+                };
                 let name = t.container.name.clone();
                 let shipper = self.shipper(pod, sandbox, &name, &info.id, true);
                 let t = self.track(i, init);
@@ -405,7 +484,10 @@ impl Worker {
                 let delay = config_backoff(t.backoff_exp);
                 t.backoff_exp += 1;
                 t.backoff_until = Some(now + delay);
-                t.observed.state = ObservedState::Waiting { reason: "CreateContainerError".into(), message: e.to_string() };
+                t.observed.state = ObservedState::Waiting {
+                    reason: "CreateContainerError".into(),
+                    message: e.to_string(),
+                };
             }
         }
         // A container that stays up for a while earns its back-off back.
@@ -457,7 +539,11 @@ impl Worker {
             pod,
             init: &init,
             app: &app,
-            pod_ip: self.sandbox.as_ref().map(|s| s.ip.to_string()).unwrap_or_default(),
+            pod_ip: self
+                .sandbox
+                .as_ref()
+                .map(|s| s.ip.to_string())
+                .unwrap_or_default(),
             host_ip: self.ctx.config.host_ip.clone(),
             start_time: self.start_time,
             failed: self.failed.clone(),
@@ -478,9 +564,16 @@ impl Worker {
         for t in self.init.iter_mut().chain(self.app.iter_mut()) {
             t.shipper = None;
         }
-        let mut ids: Vec<String> = self.init.iter().chain(&self.app).filter_map(|t| t.id.clone()).collect();
+        let mut ids: Vec<String> = self
+            .init
+            .iter()
+            .chain(&self.app)
+            .filter_map(|t| t.id.clone())
+            .collect();
         ids.extend(self.adopted.drain().map(|(_, c)| c.id));
-        let stops = ids.into_iter().map(|id| self.ctx.call(move |rt| rt.stop_container(&id, grace)));
+        let stops = ids
+            .into_iter()
+            .map(|id| self.ctx.call(move |rt| rt.stop_container(&id, grace)));
         futures::future::join_all(stops).await;
         if let Some(sandbox) = self.sandbox.take() {
             let id = sandbox.id.clone();

@@ -48,7 +48,10 @@ impl Node {
     }
 
     fn runtime_config(&self) -> RuntimeConfig {
-        let mut rc = RuntimeConfig::new(self.state.clone(), NetworkConfig::new(&self.bridge, self.cidr.parse().unwrap()));
+        let mut rc = RuntimeConfig::new(
+            self.state.clone(),
+            NetworkConfig::new(&self.bridge, self.cidr.parse().unwrap()),
+        );
         rc.shim_path = Some(shim());
         // Tests run side by side: each node's orphan sweep must see only its own cgroups.
         rc.cgroup_parent = format!("shoal-test-{}", self.name);
@@ -65,7 +68,9 @@ impl Node {
         let (trigger, stop) = shutdown::channel();
         let nats = cluster.nats.clone();
         self.task = Some(tokio::spawn(async move {
-            shoal_agent::run(config, backend, nats, stop.wait()).await.expect("agent runs");
+            shoal_agent::run(config, backend, nats, stop.wait())
+                .await
+                .expect("agent runs");
         }));
         self.trigger = Some(trigger);
     }
@@ -85,7 +90,9 @@ impl Node {
             use shoal_node::Runtime;
             let _ = rt.cleanup_orphans(&Default::default());
         }
-        let _ = std::process::Command::new("ip").args(["link", "del", &self.bridge]).status();
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .status();
     }
 }
 
@@ -104,8 +111,14 @@ async fn push_busybox(cluster: &LocalCluster) {
     let layout = dir.path().join("layout");
     shoal_node::testimage::build_busybox_layout(&layout, "shoal/busybox", "1.35").unwrap();
     let scratch = shoal_node::image::ImageStore::open(dir.path().join("store")).unwrap();
-    let registry = shoal_agent::registry::Registry::open(&async_nats::jetstream::new(cluster.nats.clone())).await.unwrap();
-    registry.import_path(&scratch, &layout, |_, _| {}).await.unwrap();
+    let registry =
+        shoal_agent::registry::Registry::open(&async_nats::jetstream::new(cluster.nats.clone()))
+            .await
+            .unwrap();
+    registry
+        .import_path(&scratch, &layout, |_, _| {})
+        .await
+        .unwrap();
 }
 
 fn pod(node: &str, name: &str, spec: serde_json::Value) -> Pod {
@@ -122,7 +135,10 @@ async fn wait_pod(api: &ApiClient, name: &str, what: &str, ok: impl Fn(&Pod) -> 
                 return p;
             }
             if tokio::time::Instant::now() > deadline {
-                panic!("timed out waiting for {name} to be {what}; status: {:#?}", p.status);
+                panic!(
+                    "timed out waiting for {name} to be {what}; status: {:#?}",
+                    p.status
+                );
             }
         } else if tokio::time::Instant::now() > deadline {
             panic!("timed out waiting for {name} to be {what}: pod missing");
@@ -132,7 +148,11 @@ async fn wait_pod(api: &ApiClient, name: &str, what: &str, ok: impl Fn(&Pod) -> 
 }
 
 fn container<'a>(p: &'a Pod, name: &str) -> &'a bus_schemas::kinds::pod::ContainerStatus {
-    p.status.container_statuses.iter().find(|c| c.name == name).expect("container status")
+    p.status
+        .container_statuses
+        .iter()
+        .find(|c| c.name == name)
+        .expect("container status")
 }
 
 #[actix::test]
@@ -155,20 +175,39 @@ async fn pods_run_report_status_restart_and_terminate() {
         ],
         "containers": [{"name": "main", "image": "shoal/busybox:1.35", "command": ["sh", "-c", "test \"$(cat /work/log | tr '\\n' ' ')\" = 'one two '"], "volumeMounts": [{"name": "shared", "mountPath": "/work"}]}]
     }))).await.unwrap();
-    let done = wait_pod(&api, "ordered", "Succeeded", |p| p.status.phase == "Succeeded" || p.status.phase == "Failed").await;
+    let done = wait_pod(&api, "ordered", "Succeeded", |p| {
+        p.status.phase == "Succeeded" || p.status.phase == "Failed"
+    })
+    .await;
     assert_eq!(done.status.phase, "Succeeded", "{:#?}", done.status);
-    assert!(done.status.init_container_statuses.iter().all(|c| c.state.terminated.as_ref().is_some_and(|t| t.exit_code == 0)));
+    assert!(done.status.init_container_statuses.iter().all(|c| c
+        .state
+        .terminated
+        .as_ref()
+        .is_some_and(|t| t.exit_code == 0)));
 
     // A long-running pod: Running, Ready, with its IP, host and start time.
-    api.create(&pod(&n, "web", serde_json::json!({
-        "containers": [{"name": "httpd", "image": "shoal/busybox:1.35",
-            "command": ["httpd", "-f", "-p", "8080", "-h", "/var/www"],
-            "ports": [{"name": "http", "containerPort": 8080}],
-            "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1}}]
-    }))).await.unwrap();
+    api.create(&pod(
+        &n,
+        "web",
+        serde_json::json!({
+            "containers": [{"name": "httpd", "image": "shoal/busybox:1.35",
+                "command": ["httpd", "-f", "-p", "8080", "-h", "/var/www"],
+                "ports": [{"name": "http", "containerPort": 8080}],
+                "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1}}]
+        }),
+    ))
+    .await
+    .unwrap();
     let web = wait_pod(&api, "web", "Ready", |p| p.is_ready()).await;
     assert_eq!(web.status.phase, "Running");
-    assert!(web.status.pod_ip.starts_with(node.cidr.rsplit_once('.').unwrap().0), "{}", web.status.pod_ip);
+    assert!(
+        web.status
+            .pod_ip
+            .starts_with(node.cidr.rsplit_once('.').unwrap().0),
+        "{}",
+        web.status.pod_ip
+    );
     assert!(web.status.start_time.is_some());
     assert!(container(&web, "httpd").ready);
 
@@ -177,13 +216,25 @@ async fn pods_run_report_status_restart_and_terminate() {
         "containers": [{"name": "c", "image": "shoal/busybox:1.35", "command": ["sh", "-c", "exit 3"]}]
     }))).await.unwrap();
     let crashed = wait_pod(&api, "crasher", "restarted twice", |p| {
-        p.status.container_statuses.first().is_some_and(|c| c.restart_count >= 2)
-    }).await;
+        p.status
+            .container_statuses
+            .first()
+            .is_some_and(|c| c.restart_count >= 2)
+    })
+    .await;
     let c = container(&crashed, "c");
-    assert_eq!(c.last_state.terminated.as_ref().map(|t| t.exit_code), Some(3));
+    assert_eq!(
+        c.last_state.terminated.as_ref().map(|t| t.exit_code),
+        Some(3)
+    );
     wait_pod(&api, "crasher", "in CrashLoopBackOff", |p| {
-        p.status.container_statuses.first().and_then(|c| c.state.waiting.as_ref()).is_some_and(|w| w.reason == "CrashLoopBackOff")
-    }).await;
+        p.status
+            .container_statuses
+            .first()
+            .and_then(|c| c.state.waiting.as_ref())
+            .is_some_and(|w| w.reason == "CrashLoopBackOff")
+    })
+    .await;
 
     // A failing liveness probe kills and restarts the container.
     api.create(&pod(&n, "unhealthy", serde_json::json!({
@@ -191,24 +242,52 @@ async fn pods_run_report_status_restart_and_terminate() {
             "livenessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 1}}]
     }))).await.unwrap();
     wait_pod(&api, "unhealthy", "restarted by its liveness probe", |p| {
-        p.status.container_statuses.first().is_some_and(|c| c.restart_count >= 1)
-    }).await;
+        p.status
+            .container_statuses
+            .first()
+            .is_some_and(|c| c.restart_count >= 1)
+    })
+    .await;
 
     // A missing image is a clear status, and the agent keeps working.
-    api.create(&pod(&n, "noimage", serde_json::json!({
-        "containers": [{"name": "c", "image": "shoal/does-not-exist:1"}]
-    }))).await.unwrap();
+    api.create(&pod(
+        &n,
+        "noimage",
+        serde_json::json!({
+            "containers": [{"name": "c", "image": "shoal/does-not-exist:1"}]
+        }),
+    ))
+    .await
+    .unwrap();
     let missing = wait_pod(&api, "noimage", "ErrImagePull", |p| {
-        p.status.container_statuses.first().and_then(|c| c.state.waiting.as_ref()).is_some_and(|w| w.reason.contains("ImagePull"))
-    }).await;
+        p.status
+            .container_statuses
+            .first()
+            .and_then(|c| c.state.waiting.as_ref())
+            .is_some_and(|w| w.reason.contains("ImagePull"))
+    })
+    .await;
     let waiting = container(&missing, "c").state.waiting.clone().unwrap();
-    assert!(waiting.message.contains("not in the cluster registry"), "{}", waiting.message);
+    assert!(
+        waiting.message.contains("not in the cluster registry"),
+        "{}",
+        waiting.message
+    );
 
     // Graceful deletion: the pod goes away once its containers are stopped.
-    api.delete::<Pod>(&DeleteOptions { name: "web".into(), grace_period_seconds: Some(1), ..Default::default() }).await.unwrap();
+    api.delete::<Pod>(&DeleteOptions {
+        name: "web".into(),
+        grace_period_seconds: Some(1),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while api.get::<Pod>("default", "web").await.is_ok() {
-        assert!(tokio::time::Instant::now() < deadline, "web was never removed");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "web was never removed"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
@@ -236,7 +315,11 @@ async fn a_restarted_agent_re_adopts_running_containers() {
         let mut rc = view_config.clone();
         rc.reap_monitors = false;
         let rt = LinuxRuntime::new(rc).unwrap();
-        rt.list_containers().unwrap().into_iter().map(|c| (c.id.clone(), c.pid)).collect::<Vec<_>>()
+        rt.list_containers()
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.id.clone(), c.pid))
+            .collect::<Vec<_>>()
     };
     let containers_before = runtime_view();
     assert_eq!(containers_before.len(), 1);
@@ -247,17 +330,26 @@ async fn a_restarted_agent_re_adopts_running_containers() {
     // The new agent is alive once it has renewed its Lease after the restart.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let lease = api.get::<bus_schemas::kinds::Lease>(shoal_api::NODE_LEASE_NAMESPACE, &node.name).await;
+        let lease = api
+            .get::<bus_schemas::kinds::Lease>(shoal_api::NODE_LEASE_NAMESPACE, &node.name)
+            .await;
         if lease.is_ok_and(|l| l.spec.renew_time.is_some_and(|t| t > restarted_at)) {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the restarted agent never heartbeated");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the restarted agent never heartbeated"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Over ten of its sync periods the same container keeps running: it was adopted, not
     // restarted (a non-adopting agent would have started a second instance by now).
     for _ in 0..10 {
-        assert_eq!(runtime_view(), containers_before, "the container was replaced");
+        assert_eq!(
+            runtime_view(),
+            containers_before,
+            "the container was replaced"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let after: Pod = api.get("default", "steady").await.unwrap();
@@ -266,6 +358,12 @@ async fn a_restarted_agent_re_adopts_running_containers() {
     assert_eq!(c.restart_count, 0);
     assert_eq!(c.state.running, started_before);
 
-    api.delete::<Pod>(&DeleteOptions { name: "steady".into(), grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    api.delete::<Pod>(&DeleteOptions {
+        name: "steady".into(),
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     node.stop().await;
 }

@@ -28,7 +28,10 @@ pub struct ExecArgs {
 
 pub async fn run(session: &Session, args: ExecArgs) -> Result<i32> {
     let namespace = args.namespace.clone().unwrap_or_else(|| "default".into());
-    let name = args.pod.trim_start_matches("pod/").trim_start_matches("po/");
+    let name = args
+        .pod
+        .trim_start_matches("pod/")
+        .trim_start_matches("po/");
     let pod: Pod = session.api.get(&namespace, name).await?;
     if pod.spec.node_name.is_empty() {
         bail!("pod {name:?} is not scheduled to a node yet: nothing runs to exec into");
@@ -43,11 +46,18 @@ pub async fn run(session: &Session, args: ExecArgs) -> Result<i32> {
     let subject = subjects::agent_request(&pod.spec.node_name, "exec");
     let reply = tokio::time::timeout(
         Duration::from_secs(args.timeout as u64 + 10),
-        session.nats.request(subject, codec::to_msgpack(&request)?.into()),
+        session
+            .nats
+            .request(subject, codec::to_msgpack(&request)?.into()),
     )
     .await
     .context("the node agent did not answer in time")?
-    .with_context(|| format!("node {:?} did not answer: is its agent running?", pod.spec.node_name))?;
+    .with_context(|| {
+        format!(
+            "node {:?} did not answer: is its agent running?",
+            pod.spec.node_name
+        )
+    })?;
     let reply: ExecReply = codec::from_msgpack(&reply.payload)?;
     if !reply.error.is_empty() {
         bail!("{}", reply.error);

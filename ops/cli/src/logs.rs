@@ -50,7 +50,12 @@ fn instance_of(pod: &Pod, container: &str, previous: bool) -> String {
         .chain(&pod.status.init_container_statuses)
         .find(|c| c.name == container);
     let id = match status {
-        Some(s) if previous => s.last_state.terminated.as_ref().map(|t| t.container_id.clone()).unwrap_or_default(),
+        Some(s) if previous => s
+            .last_state
+            .terminated
+            .as_ref()
+            .map(|t| t.container_id.clone())
+            .unwrap_or_default(),
         Some(s) => s.container_id.clone(),
         None => String::new(),
     };
@@ -65,7 +70,11 @@ pub async fn run(session: &Session, args: LogsArgs) -> Result<i32> {
             vec![session.api.get::<Pod>(&namespace, name).await?]
         }
         (None, Some(selector)) => {
-            let options = ListOptions { namespace: namespace.clone(), label_selector: selector.clone(), ..Default::default() };
+            let options = ListOptions {
+                namespace: namespace.clone(),
+                label_selector: selector.clone(),
+                ..Default::default()
+            };
             session.api.list::<Pod>(&options).await?.items
         }
         (None, None) => bail!("name a pod, or select pods with -l SELECTOR"),
@@ -84,25 +93,44 @@ pub async fn run(session: &Session, args: LogsArgs) -> Result<i32> {
             None => bail!(
                 "a container name must be specified for pod {}, choose one of: [{}]",
                 pod.metadata.name,
-                pod.spec.containers.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(" ")
+                pod.spec
+                    .containers
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
             ),
         };
         for container in containers {
             let instance = instance_of(&pod, &container, args.previous);
             if args.previous && instance.is_empty() {
-                bail!("previous terminated container {container:?} in pod {:?} not found", pod.metadata.name);
+                bail!(
+                    "previous terminated container {container:?} in pod {:?} not found",
+                    pod.metadata.name
+                );
             }
             let prefix = many.then(|| format!("[pod/{}/{}] ", pod.metadata.name, container));
-            targets.push(Target { pod: pod.clone(), container, instance, prefix });
+            targets.push(Target {
+                pod: pod.clone(),
+                container,
+                instance,
+                prefix,
+            });
         }
     }
     let js = async_nats::jetstream::new(session.nats.clone());
-    let stream = js.get_stream(subjects::LOGS_STREAM).await.map_err(|e| anyhow::anyhow!("log stream unavailable: {e}"))?;
+    let stream = js
+        .get_stream(subjects::LOGS_STREAM)
+        .await
+        .map_err(|e| anyhow::anyhow!("log stream unavailable: {e}"))?;
     let mut tasks = Vec::new();
     for target in targets {
         let stream = stream.clone();
-        let (follow, tail, timestamps) = (args.follow && !args.previous, args.tail, args.timestamps);
-        tasks.push(tokio::spawn(async move { print_target(stream, target, follow, tail, timestamps).await }));
+        let (follow, tail, timestamps) =
+            (args.follow && !args.previous, args.tail, args.timestamps);
+        tasks.push(tokio::spawn(async move {
+            print_target(stream, target, follow, tail, timestamps).await
+        }));
     }
     for task in tasks {
         task.await??;
@@ -117,26 +145,46 @@ async fn print_target(
     tail: Option<usize>,
     timestamps: bool,
 ) -> Result<()> {
-    let subject = subjects::logs(&target.pod.metadata.namespace, &target.pod.metadata.name, &target.container);
+    let subject = subjects::logs(
+        &target.pod.metadata.namespace,
+        &target.pod.metadata.name,
+        &target.container,
+    );
     let consumer = stream
-        .create_consumer(OrderedConfig { filter_subject: subject, deliver_policy: DeliverPolicy::All, ..Default::default() })
+        .create_consumer(OrderedConfig {
+            filter_subject: subject,
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
         .await?;
     let mut consumer = consumer;
     let mut pending = consumer.info().await?.num_pending;
     let mut messages = consumer.messages().await?;
     let format = |body: &[u8]| {
         let text = String::from_utf8_lossy(body);
-        let line = if timestamps { text.to_string() } else { text.split_once(' ').map(|(_, l)| l.to_string()).unwrap_or_default() };
+        let line = if timestamps {
+            text.to_string()
+        } else {
+            text.split_once(' ')
+                .map(|(_, l)| l.to_string())
+                .unwrap_or_default()
+        };
         format!("{}{line}", target.prefix.as_deref().unwrap_or(""))
     };
     let mine = |msg: &async_nats::jetstream::Message| {
         target.instance.is_empty()
-            || msg.headers.as_ref().and_then(|h| h.get(subjects::HEADER_CONTAINER_ID)).is_some_and(|v| v.as_str() == target.instance)
+            || msg
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(subjects::HEADER_CONTAINER_ID))
+                .is_some_and(|v| v.as_str() == target.instance)
     };
     // The backlog first (honouring --tail), then, with -f, whatever arrives.
     let mut backlog = std::collections::VecDeque::new();
     while pending > 0 {
-        let Some(msg) = messages.next().await else { break };
+        let Some(msg) = messages.next().await else {
+            break;
+        };
         let msg = msg?;
         pending = msg.info().map(|i| i.pending).unwrap_or(0);
         if mine(&msg) {
@@ -155,7 +203,14 @@ async fn print_target(
     while let Some(msg) = messages.next().await {
         let msg = msg?;
         // A restarted container writes under a new instance: follow the newest.
-        if mine(&msg) || target.instance.is_empty() || msg.headers.as_ref().and_then(|h| h.get(subjects::HEADER_CONTAINER_ID)).is_some() {
+        if mine(&msg)
+            || target.instance.is_empty()
+            || msg
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(subjects::HEADER_CONTAINER_ID))
+                .is_some()
+        {
             println!("{}", format(&msg.payload));
         }
     }

@@ -116,8 +116,10 @@ pub async fn run(args: UpArgs) -> Result<()> {
     let mut actors = vec!["api"];
     let controllers_task = {
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
-        let mut config = shoal_controllers::ControllersConfig::default();
-        config.informers = Some(informers.clone());
+        let config = shoal_controllers::ControllersConfig {
+            informers: Some(informers.clone()),
+            ..Default::default()
+        };
         actix::spawn(async move {
             if let Err(e) = shoal_controllers::run(config, nats, shutdown.wait()).await {
                 eprintln!("error: controllers: {e}");

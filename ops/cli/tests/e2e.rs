@@ -18,7 +18,11 @@ struct Cluster {
 
 impl Cluster {
     fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(SHOAL).args(args).env("SHOAL_NATS", &self.url).output().unwrap();
+        let out = Command::new(SHOAL)
+            .args(args)
+            .env("SHOAL_NATS", &self.url)
+            .output()
+            .unwrap();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -39,7 +43,9 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = kill(Pid::from_raw(self.up.id() as i32), Signal::SIGINT);
         let _ = self.up.wait();
-        let _ = Command::new("ip").args(["link", "del", &self.bridge]).status();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .status();
     }
 }
 
@@ -66,17 +72,34 @@ spec:
 #[test]
 fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let n = port % 200 + 20;
     let bridge = format!("she{n}");
     let up = Command::new(SHOAL)
-        .args(["up", "--port", &port.to_string(), "--bridge", &bridge, "--pod-cidr", &format!("10.231.{n}.0/24"), "--data-dir"])
+        .args([
+            "up",
+            "--port",
+            &port.to_string(),
+            "--bridge",
+            &bridge,
+            "--pod-cidr",
+            &format!("10.231.{n}.0/24"),
+            "--data-dir",
+        ])
         .arg(dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let cluster = Cluster { url: format!("nats://127.0.0.1:{port}"), up, bridge };
+    let cluster = Cluster {
+        url: format!("nats://127.0.0.1:{port}"),
+        up,
+        bridge,
+    };
     cluster.wait("the cluster and its node", Duration::from_secs(60), |c| {
         c.run(&["get", "no", "-o", "name"]).1.contains("node/")
     });
@@ -90,14 +113,28 @@ fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
     assert_eq!(code, 0, "{err}");
     let ready = |c: &Cluster, want: &str| {
         let (_, out, _) = c.run(&["get", "deploy", "web"]);
-        out.lines().nth(1).is_some_and(|l| l.split_whitespace().nth(1) == Some(want))
+        out.lines()
+            .nth(1)
+            .is_some_and(|l| l.split_whitespace().nth(1) == Some(want))
     };
     cluster.wait("2/2 ready", Duration::from_secs(60), |c| ready(c, "2/2"));
 
     let (_, names, _) = cluster.run(&["get", "po", "-l", "app=web", "-o", "name"]);
-    let pod = names.lines().next().unwrap().trim_start_matches("pod/").to_string();
+    let pod = names
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("pod/")
+        .to_string();
 
-    let (code, out, _) = cluster.run(&["exec", &pod, "--", "sh", "-c", "echo hi from $(hostname); exit 3"]);
+    let (code, out, _) = cluster.run(&[
+        "exec",
+        &pod,
+        "--",
+        "sh",
+        "-c",
+        "echo hi from $(hostname); exit 3",
+    ]);
     assert_eq!(code, 3, "exec returns the command's exit code");
     assert_eq!(out.trim(), format!("hi from {pod}"));
     let (code, out, _) = cluster.run(&["exec", &pod, "--", "cat", "/proc/1/cmdline"]);
@@ -108,17 +145,30 @@ fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
         c.run(&["logs", &pod, "--tail", "1"]).1.trim() == "ready"
     });
     let (_, all, _) = cluster.run(&["logs", &pod]);
-    assert_eq!(all.lines().collect::<Vec<_>>(), [format!("starting {pod}").as_str(), "ready"]);
+    assert_eq!(
+        all.lines().collect::<Vec<_>>(),
+        [format!("starting {pod}").as_str(), "ready"]
+    );
     let (_, by_label, _) = cluster.run(&["logs", "-l", "app=web", "--tail", "1"]);
-    assert_eq!(by_label.lines().filter(|l| l.ends_with("ready")).count(), 2, "{by_label}");
+    assert_eq!(
+        by_label.lines().filter(|l| l.ends_with("ready")).count(),
+        2,
+        "{by_label}"
+    );
 
-    cluster.wait("usage samples", Duration::from_secs(30), |c| c.run(&["top", "pods"]).1.contains(&pod));
+    cluster.wait("usage samples", Duration::from_secs(30), |c| {
+        c.run(&["top", "pods"]).1.contains(&pod)
+    });
 
     // Scaling down removes pods and their containers.
     let (code, _, err) = cluster.run(&["scale", "deploy/web", "--replicas", "1"]);
     assert_eq!(code, 0, "{err}");
-    cluster.wait("1 pod left", Duration::from_secs(30), |c| c.run(&["get", "po", "-o", "name"]).1.lines().count() == 1);
+    cluster.wait("1 pod left", Duration::from_secs(30), |c| {
+        c.run(&["get", "po", "-o", "name"]).1.lines().count() == 1
+    });
     let (code, _, err) = cluster.run(&["delete", "deploy", "web"]);
     assert_eq!(code, 0, "{err}");
-    cluster.wait("every pod gone", Duration::from_secs(60), |c| c.run(&["get", "po", "-o", "name"]).1.trim().is_empty());
+    cluster.wait("every pod gone", Duration::from_secs(60), |c| {
+        c.run(&["get", "po", "-o", "name"]).1.trim().is_empty()
+    });
 }

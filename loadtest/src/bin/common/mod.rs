@@ -91,12 +91,21 @@ pub fn mib(kib: u64) -> f64 {
 pub fn natsd_pid() -> Option<u32> {
     let me = std::process::id();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
         // "pid (comm) state ppid …": comm may hold spaces, so split after the last ')'.
-        let Some(close) = stat.rfind(')') else { continue };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
         let comm = &stat[stat.find('(').map_or(0, |i| i + 1)..close];
-        let ppid = stat[close + 1..].split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
         if comm == "nats-server" && ppid == Some(me) {
             return Some(pid);
         }
@@ -135,7 +144,11 @@ pub fn bench_pod(name: &str) -> Pod {
 mod raw;
 
 /// The JetStream write capacity baseline with pod-sized messages (as `shoal-loadtest api`).
-pub async fn raw_publishes(nats: &async_nats::Client, count: usize, concurrency: usize) -> Result<f64> {
+pub async fn raw_publishes(
+    nats: &async_nats::Client,
+    count: usize,
+    concurrency: usize,
+) -> Result<f64> {
     let payload = Bytes::from(bus_schemas::codec::to_msgpack(&bench_pod("raw"))?);
     raw::raw_publishes(nats, count, concurrency, payload).await
 }
@@ -157,61 +170,82 @@ pub struct ControlPlane {
 /// cluster namespaces exist.
 pub fn start_control_plane(url: String, workload_actors: bool) -> Result<ControlPlane> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<ControlPlane, String>>();
-    std::thread::Builder::new().name("control-plane".into()).spawn(move || {
-        let system = actix::System::new();
-        system.block_on(async move {
-            let started = async {
-                let nats = shoal_bus::connect(&url, "bench-control-plane").await.map_err(|e| e.to_string())?;
-                let js = async_nats::jetstream::new(nats.clone());
-                ensure_stream(&js, &StreamSettings::default()).await.map_err(|e| e.to_string())?;
-                let store = Store::open(nats.clone()).await.map_err(|e| e.to_string())?;
-                let informers = InformerFactory::new(store);
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let config = shoal_api::ApiConfig { informers: Some(informers.clone()) };
-                let api_nats = nats.clone();
-                actix::spawn(async move {
-                    if let Err(e) = shoal_api::run_with_ready(config, api_nats, std::future::pending(), tx).await {
-                        eprintln!("API actor failed: {e}");
+    std::thread::Builder::new()
+        .name("control-plane".into())
+        .spawn(move || {
+            let system = actix::System::new();
+            system.block_on(async move {
+                let started = async {
+                    let nats = shoal_bus::connect(&url, "bench-control-plane")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let js = async_nats::jetstream::new(nats.clone());
+                    ensure_stream(&js, &StreamSettings::default())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let store = Store::open(nats.clone()).await.map_err(|e| e.to_string())?;
+                    let informers = InformerFactory::new(store);
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    let config = shoal_api::ApiConfig {
+                        informers: Some(informers.clone()),
+                    };
+                    let api_nats = nats.clone();
+                    actix::spawn(async move {
+                        if let Err(e) =
+                            shoal_api::run_with_ready(config, api_nats, std::future::pending(), tx)
+                                .await
+                        {
+                            eprintln!("API actor failed: {e}");
+                        }
+                    });
+                    let _ = rx.await;
+                    let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
+                    shoal_api::bootstrap(&api)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    // Start the pod and node caches here, so their tasks run on this thread.
+                    let _ = informers.get::<Pod>();
+                    let _ = informers.get::<bus_schemas::kinds::Node>();
+                    let scheduler = Arc::new(SchedulerMetrics::default());
+                    let tunables = Tunables::default();
+                    if workload_actors {
+                        let config = SchedulerConfig {
+                            informers: Some(informers.clone()),
+                            metrics: scheduler.clone(),
+                            ..Default::default()
+                        };
+                        let n = nats.clone();
+                        actix::spawn(async move {
+                            if let Err(e) =
+                                shoal_scheduler::run(config, n, std::future::pending()).await
+                            {
+                                eprintln!("scheduler failed: {e}");
+                            }
+                        });
+                        let config = ControllersConfig {
+                            informers: Some(informers.clone()),
+                            tunables: tunables.clone(),
+                            ..Default::default()
+                        };
+                        let n = nats.clone();
+                        actix::spawn(async move {
+                            if let Err(e) =
+                                shoal_controllers::run(config, n, std::future::pending()).await
+                            {
+                                eprintln!("controllers failed: {e}");
+                            }
+                        });
                     }
-                });
-                let _ = rx.await;
-                let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
-                shoal_api::bootstrap(&api).await.map_err(|e| e.to_string())?;
-                // Start the pod and node caches here, so their tasks run on this thread.
-                let _ = informers.get::<Pod>();
-                let _ = informers.get::<bus_schemas::kinds::Node>();
-                let scheduler = Arc::new(SchedulerMetrics::default());
-                let tunables = Tunables::default();
-                if workload_actors {
-                    let config = SchedulerConfig {
-                        informers: Some(informers.clone()),
-                        metrics: scheduler.clone(),
-                        ..Default::default()
-                    };
-                    let n = nats.clone();
-                    actix::spawn(async move {
-                        if let Err(e) = shoal_scheduler::run(config, n, std::future::pending()).await {
-                            eprintln!("scheduler failed: {e}");
-                        }
-                    });
-                    let config = ControllersConfig {
-                        informers: Some(informers.clone()),
-                        tunables: tunables.clone(),
-                        ..Default::default()
-                    };
-                    let n = nats.clone();
-                    actix::spawn(async move {
-                        if let Err(e) = shoal_controllers::run(config, n, std::future::pending()).await {
-                            eprintln!("controllers failed: {e}");
-                        }
-                    });
-                }
-                Ok::<_, String>(ControlPlane { informers, scheduler, tunables })
-            };
-            let _ = ready_tx.send(started.await);
-            std::future::pending::<()>().await;
-        });
-    })?;
+                    Ok::<_, String>(ControlPlane {
+                        informers,
+                        scheduler,
+                        tunables,
+                    })
+                };
+                let _ = ready_tx.send(started.await);
+                std::future::pending::<()>().await;
+            });
+        })?;
     match ready_rx.recv_timeout(Duration::from_secs(60)) {
         Ok(Ok(cp)) => Ok(cp),
         Ok(Err(e)) => bail!("control plane did not start: {e}"),
@@ -255,7 +289,11 @@ impl HollowFleet {
                 }
             }
         });
-        let mut fleet = HollowFleet { child, stdin, lines };
+        let mut fleet = HollowFleet {
+            child,
+            stdin,
+            lines,
+        };
         fleet.expect("ready", Duration::from_secs(600))?;
         Ok(fleet)
     }
@@ -300,7 +338,9 @@ impl Drop for HollowFleet {
 /// (as `shoal node --hollow --count N`), controlled by lines on stdin ("stop NAME", "sync");
 /// stdin closing (the parent died) ends it.
 pub fn hollow_main(url: &str, nodes: usize, heartbeat: Duration) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         let nats = shoal_bus::connect(url, "bench-hollow").await?;
         let store = Store::open(nats.clone()).await?;
@@ -319,7 +359,9 @@ pub fn hollow_main(url: &str, nodes: usize, heartbeat: Duration) -> Result<()> {
             config.heartbeat_interval = heartbeat;
             let hollow = HollowConfig {
                 seed: i as u64 + 1,
-                pod_cidr: cidr.parse().map_err(|e| anyhow::anyhow!("pod cidr {cidr}: {e}"))?,
+                pod_cidr: cidr
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("pod cidr {cidr}: {e}"))?,
                 ..Default::default()
             };
             let backend = Backend::Hollow(Arc::new(HollowRuntime::new(hollow)));
@@ -337,7 +379,11 @@ pub fn hollow_main(url: &str, nodes: usize, heartbeat: Duration) -> Result<()> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
-        eprintln!("[hollow] {nodes} agents started in {:.1} s (pid {})", start.elapsed().as_secs_f64(), std::process::id());
+        eprintln!(
+            "[hollow] {nodes} agents started in {:.1} s (pid {})",
+            start.elapsed().as_secs_f64(),
+            std::process::id()
+        );
         println!("ready");
         std::io::stdout().flush()?;
 
