@@ -130,6 +130,7 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 4222)]
     pub port: u16,
     /// Join an existing NATS (cluster) instead of starting nats-server; start only actors.
+    /// `shoal up --nats URL` does the same.
     #[arg(long = "join")]
     pub join: Option<String>,
     /// With --join: create the state stream if it is missing (first start of a new cluster).

@@ -29,11 +29,24 @@ mod table;
 mod top;
 mod up;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() {
     restore_default_sigpipe();
-    let cli = cli::Cli::parse();
+    let matches = cli::Cli::command().get_matches();
+    let mut cli = match cli::Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // `shoal up --nats URL` joins that NATS instead of starting one. Only an explicit flag
+    // counts: SHOAL_NATS in the environment names where clients connect, not a cluster to join.
+    let nats_from_flag =
+        matches.value_source("nats") == Some(clap::parser::ValueSource::CommandLine);
+    if let cli::Command::Up(args) = &mut cli.command {
+        if nats_from_flag && args.join.is_none() {
+            args.join = Some(cli.nats.clone());
+        }
+    }
     init_tracing(cli.verbose);
     let code = match run(cli) {
         Ok(code) => code,

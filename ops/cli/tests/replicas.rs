@@ -17,7 +17,7 @@ async fn killing_one_api_replica_under_load_loses_no_request() {
         .args([
             "up",
             "--no-node",
-            "--join",
+            "--nats",
             &cluster.url(),
             "--monitor",
             "127.0.0.1:1",
