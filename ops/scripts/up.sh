@@ -5,8 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ./ops/scripts/setup.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/shoal-target}"
-cargo build --release -p shoal-cli -p shoal-node
-SHOAL="$CARGO_TARGET_DIR/release/shoal"
+# A debug build: it shares the test suite's build and starts in minutes on a cold machine;
+# the benchmarks in loadtest/ use release builds.
+cargo build -p shoal-cli -p shoal-node
+SHOAL="$CARGO_TARGET_DIR/debug/shoal"
 PORT="${SHOAL_PORT:-4222}"
 export SHOAL_NATS="nats://127.0.0.1:$PORT"
 
