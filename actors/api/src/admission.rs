@@ -3,11 +3,23 @@
 //! write only what is bound to it.
 
 use std::any::Any;
+use std::net::Ipv4Addr;
 
-use bus_schemas::kinds::{Namespace, Node, Pod, PriorityClass, Service};
-use bus_schemas::{Reason, Resource, Status};
+use bus_schemas::kinds::{Lease, Namespace, Node, Pod, PriorityClass, Service};
+use bus_schemas::status::Cause;
+use bus_schemas::{OwnerReference, Reason, Resource, Status};
 
+use crate::request::Request;
 use crate::server::ApiServer;
+
+/// The namespace that holds one Lease per allocated Service ClusterIP (named after the IP,
+/// dots replaced by dashes), owned by its Service: creating it is the atomic reservation,
+/// the garbage collector releases it when the Service goes.
+pub const SERVICE_IP_NAMESPACE: &str = "shoal-service-ips";
+/// The range Service ClusterIPs are allocated from.
+pub const SERVICE_CIDR: (Ipv4Addr, u8) = (Ipv4Addr::new(10, 96, 0, 0), 16);
+/// The address cluster DNS is given explicitly; never handed out at random.
+pub const CLUSTER_DNS_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 
 pub(crate) async fn admit<K: Resource>(
     server: &ApiServer,
@@ -72,6 +84,137 @@ async fn resolve_priority(server: &ApiServer, pod: &mut Pod) -> Result<(), Statu
             format!("no PriorityClass with name {class_name:?} was found"),
         )),
     }
+}
+
+/// Policy that writes other objects, so it runs only once the object is known valid (just
+/// before the create is stored): Service ClusterIP allocation.
+pub(crate) async fn reserve<K: Resource>(server: &ApiServer, obj: &mut K) -> Result<(), Status> {
+    if let Some(svc) = (obj as &mut dyn Any).downcast_mut::<Service>() {
+        allocate_cluster_ip(server, svc).await?;
+    }
+    Ok(())
+}
+
+/// The name of the Lease that reserves `ip`.
+pub fn service_ip_lease_name(ip: Ipv4Addr) -> String {
+    ip.to_string().replace('.', "-")
+}
+
+fn cidr_bounds() -> (u32, u32) {
+    let (base, bits) = SERVICE_CIDR;
+    let size = 1u32 << (32 - u32::from(bits));
+    let first = u32::from(base) & !(size - 1);
+    (first, size)
+}
+
+/// Gives a ClusterIP Service an address (or reserves the one it asks for). Headless and
+/// ExternalName Services get none.
+async fn allocate_cluster_ip(server: &ApiServer, svc: &mut Service) -> Result<(), Status> {
+    if svc.spec.type_ == "ExternalName" || svc.is_headless() {
+        return Ok(());
+    }
+    let (first, size) = cidr_bounds();
+    let name = svc.metadata.name.clone();
+    let invalid = |message: String| {
+        Status::invalid(
+            "Service",
+            &name,
+            vec![Cause::invalid("spec.clusterIP", message)],
+        )
+    };
+    ensure_ip_namespace(server).await?;
+    if !svc.spec.cluster_ip.is_empty() {
+        let ip: Ipv4Addr = svc
+            .spec
+            .cluster_ip
+            .parse()
+            .map_err(|_| invalid("must be a valid IPv4 address".into()))?;
+        let offset = u32::from(ip).wrapping_sub(first);
+        if offset >= size {
+            let (base, bits) = SERVICE_CIDR;
+            return Err(invalid(format!(
+                "provided IP is not in the valid range: the service CIDR is {base}/{bits}"
+            )));
+        }
+        if offset == 0 || offset == size - 1 {
+            return Err(invalid(
+                "provided IP is the network or broadcast address of the service CIDR".into(),
+            ));
+        }
+        return match create_ip_lease(server, svc, ip).await {
+            Ok(()) => {
+                svc.spec.cluster_ips = vec![svc.spec.cluster_ip.clone()];
+                Ok(())
+            }
+            Err(s) if s.is(Reason::AlreadyExists) => {
+                Err(invalid("provided IP is already allocated".into()))
+            }
+            Err(s) => Err(s),
+        };
+    }
+    // Random start, then linear probing: concurrent replicas rarely collide, and a collision
+    // costs one more create (the store's create is the arbiter).
+    let start = uuid::Uuid::new_v4().as_u128() as u32 % size;
+    for i in 0..size {
+        let offset = (start + i) % size;
+        let ip = Ipv4Addr::from(first + offset);
+        // Network, broadcast, the first host (reserved) and the cluster DNS address.
+        if offset == 0 || offset == 1 || offset == size - 1 || ip == CLUSTER_DNS_IP {
+            continue;
+        }
+        match create_ip_lease(server, svc, ip).await {
+            Ok(()) => {
+                svc.spec.cluster_ip = ip.to_string();
+                svc.spec.cluster_ips = vec![ip.to_string()];
+                return Ok(());
+            }
+            Err(s) if s.is(Reason::AlreadyExists) => continue,
+            Err(s) => return Err(s),
+        }
+    }
+    Err(Status::internal(format!(
+        "failed to allocate a service IP: range {}/{} is full",
+        SERVICE_CIDR.0, SERVICE_CIDR.1
+    )))
+}
+
+async fn ensure_ip_namespace(server: &ApiServer) -> Result<(), Status> {
+    if server
+        .current::<Namespace>("", SERVICE_IP_NAMESPACE)
+        .await?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let mut ns = Namespace::default();
+    ns.metadata.name = SERVICE_IP_NAMESPACE.into();
+    match server
+        .create_object(&Request::new("internal.service-ip", None, b""), ns)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(s) if s.is(Reason::AlreadyExists) => Ok(()),
+        Err(s) => Err(s),
+    }
+}
+
+async fn create_ip_lease(server: &ApiServer, svc: &Service, ip: Ipv4Addr) -> Result<(), Status> {
+    let mut lease = Lease::default();
+    lease.metadata.name = service_ip_lease_name(ip);
+    lease.metadata.namespace = SERVICE_IP_NAMESPACE.into();
+    lease.metadata.owner_references.push(OwnerReference {
+        api_version: "v1".into(),
+        kind: "Service".into(),
+        name: svc.metadata.name.clone(),
+        uid: svc.metadata.uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    });
+    lease.spec.holder_identity = Some(format!("{}/{}", svc.metadata.namespace, svc.metadata.name));
+    let req = Request::new("internal.service-ip", None, b"");
+    Box::pin(server.create_object(&req, lease))
+        .await
+        .map(|_| ())
 }
 
 /// The grace period a deletion gets: pods running on a node get time to stop; everything

@@ -99,7 +99,12 @@ pub async fn run_with_ready(
 }
 
 /// Namespaces every cluster has.
-pub const BOOTSTRAP_NAMESPACES: &[&str] = &["default", "shoal-system", NODE_LEASE_NAMESPACE];
+pub const BOOTSTRAP_NAMESPACES: &[&str] = &[
+    "default",
+    "shoal-system",
+    NODE_LEASE_NAMESPACE,
+    admission::SERVICE_IP_NAMESPACE,
+];
 
 /// Creates what every cluster has (namespaces). Idempotent: run at every start.
 pub async fn bootstrap(api: &shoal_bus::ApiClient) -> Result<(), shoal_bus::ApiError> {

@@ -212,6 +212,7 @@ impl ApiServer {
         obj.apply_defaults();
         admission::admit(self, &mut obj, None).await?;
         validate(&obj, None)?;
+        admission::reserve(self, &mut obj).await?;
         let (ns, name) = (obj.meta().namespace.clone(), obj.meta().name.clone());
         let mut expected = 0;
         for _ in 0..MAX_UNCONDITIONAL_RETRIES {

@@ -57,7 +57,11 @@ fn cores(m: u64) -> String {
 }
 
 fn mib(bytes: u64) -> String {
-    format!("{}Mi", bytes / (1024 * 1024))
+    if bytes < 1024 * 1024 {
+        format!("{}Ki", bytes / 1024)
+    } else {
+        format!("{}Mi", bytes / (1024 * 1024))
+    }
 }
 
 pub async fn run(session: &Session, args: TopArgs) -> Result<i32> {
