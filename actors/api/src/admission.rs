@@ -7,15 +7,17 @@ use std::net::Ipv4Addr;
 
 use bus_schemas::kinds::{Lease, Namespace, Node, Pod, PriorityClass, Service};
 use bus_schemas::status::Cause;
-use bus_schemas::{OwnerReference, Reason, Resource, Status};
+use bus_schemas::{Reason, Resource, Status};
 
 use crate::request::Request;
 use crate::server::ApiServer;
 
 /// The namespace that holds one Lease per allocated Service ClusterIP (named after the IP,
-/// dots replaced by dashes), owned by its Service: creating it is the atomic reservation,
-/// the garbage collector releases it when the Service goes.
+/// dots replaced by dashes), naming its Service (holderIdentity `namespace/name`, label
+/// [`SERVICE_UID_LABEL`]): creating it is the atomic reservation.
 pub const SERVICE_IP_NAMESPACE: &str = "shoal-service-ips";
+/// Label on a reservation Lease: the uid of the Service holding the IP.
+pub const SERVICE_UID_LABEL: &str = "shoal.io/service-uid";
 /// The range Service ClusterIPs are allocated from.
 pub const SERVICE_CIDR: (Ipv4Addr, u8) = (Ipv4Addr::new(10, 96, 0, 0), 16);
 /// The address cluster DNS is given explicitly; never handed out at random.
@@ -88,11 +90,17 @@ async fn resolve_priority(server: &ApiServer, pod: &mut Pod) -> Result<(), Statu
 
 /// Policy that writes other objects, so it runs only once the object is known valid (just
 /// before the create is stored): Service ClusterIP allocation.
-pub(crate) async fn reserve<K: Resource>(server: &ApiServer, obj: &mut K) -> Result<(), Status> {
-    if let Some(svc) = (obj as &mut dyn Any).downcast_mut::<Service>() {
-        allocate_cluster_ip(server, svc).await?;
-    }
-    Ok(())
+/// Boxed: it creates objects itself (through `create_object`, which calls it).
+pub(crate) fn reserve<'a, K: Resource>(
+    server: &'a ApiServer,
+    obj: &'a mut K,
+) -> futures::future::BoxFuture<'a, Result<(), Status>> {
+    Box::pin(async move {
+        if let Some(svc) = (obj as &mut dyn Any).downcast_mut::<Service>() {
+            allocate_cluster_ip(server, svc).await?;
+        }
+        Ok(())
+    })
 }
 
 /// The name of the Lease that reserves `ip`.
@@ -202,14 +210,13 @@ async fn create_ip_lease(server: &ApiServer, svc: &Service, ip: Ipv4Addr) -> Res
     let mut lease = Lease::default();
     lease.metadata.name = service_ip_lease_name(ip);
     lease.metadata.namespace = SERVICE_IP_NAMESPACE.into();
-    lease.metadata.owner_references.push(OwnerReference {
-        api_version: "v1".into(),
-        kind: "Service".into(),
-        name: svc.metadata.name.clone(),
-        uid: svc.metadata.uid.clone(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    });
+    // NOTE: no ownerReference: owners must share the dependent's namespace (GC looks the
+    // owner up there), so a reference to the Service would make GC release the IP at once.
+    // The holder is recorded instead; releasing on Service deletion is not implemented yet.
+    lease
+        .metadata
+        .labels
+        .insert(SERVICE_UID_LABEL.into(), svc.metadata.uid.clone());
     lease.spec.holder_identity = Some(format!("{}/{}", svc.metadata.namespace, svc.metadata.name));
     let req = Request::new("internal.service-ip", None, b"");
     Box::pin(server.create_object(&req, lease))

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bus_schemas::kinds::{DaemonSet, Deployment, Job, Lease, Namespace, Node, Pod, ReplicaSet};
+use bus_schemas::kinds::{
+    DaemonSet, Deployment, Endpoints, Job, Lease, Namespace, Node, Pod, ReplicaSet, Service,
+};
 use shoal_bus::{ApiClient, Informer, InformerFactory};
 
 use crate::events::EventRecorder;
@@ -51,6 +53,8 @@ pub struct Ctx {
     pub nodes: Informer<Node>,
     pub leases: Informer<Lease>,
     pub namespaces: Informer<Namespace>,
+    pub services: Informer<Service>,
+    pub endpoints: Informer<Endpoints>,
     pub events: EventRecorder,
     pub expectations: Expectations,
     pub tunables: Tunables,
@@ -68,6 +72,8 @@ impl Ctx {
             nodes: informers.get(),
             leases: informers.get(),
             namespaces: informers.get(),
+            services: informers.get(),
+            endpoints: informers.get(),
             api,
             informers,
             expectations: Expectations::default(),

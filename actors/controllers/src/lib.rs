@@ -1,12 +1,12 @@
-//! Workload controllers: ReplicaSet, Deployment, DaemonSet, Job, garbage collection,
-//! namespace deletion and node lifecycle.
+//! Workload controllers: ReplicaSet, Deployment, DaemonSet, Job, Endpoints, garbage
+//! collection, namespace deletion and node lifecycle.
 //!
 //! # Layout
 //! - [`run`]: starts every controller (optionally behind leader election) until shutdown.
 //! - One module per controller, each split into a pure `decide` (desired + observed → the
 //!   writes to make, unit-tested without NATS) and an async `reconcile` that gathers inputs
 //!   from the informer caches and performs the writes through the API:
-//!   [`replicaset`], [`deployment`], [`daemonset`], [`job`], [`gc`], [`namespace`],
+//!   [`replicaset`], [`deployment`], [`daemonset`], [`job`], [`endpoints`], [`gc`], [`namespace`],
 //!   [`nodelifecycle`].
 //! - Shared pieces: [`context`] (API client, caches, tunables), [`podutil`] (templates,
 //!   owner references, readiness), [`expectations`] (read-your-writes before deciding
@@ -20,6 +20,7 @@
 pub mod context;
 pub mod daemonset;
 pub mod deployment;
+pub mod endpoints;
 pub mod error;
 pub mod events;
 pub mod expectations;
@@ -34,7 +35,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bus_schemas::kinds::{DaemonSet, Deployment, Job, Lease, Node, Pod, ReplicaSet};
+use bus_schemas::kinds::{DaemonSet, Deployment, Job, Lease, Node, Pod, ReplicaSet, Service};
 use bus_schemas::selector::Selector;
 use bus_schemas::Resource;
 use shoal_bus::controller::{self, Action, ControllerConfig};
@@ -258,6 +259,34 @@ fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
         queue,
         &ctx,
         nodelifecycle::reconcile,
+        &sd,
+    ));
+
+    // Endpoints: the Services whose selector matches a pod's old or new labels.
+    let queue = WorkQueue::new(backoff);
+    let services = ctx.services.clone();
+    controller::feed_mapped(&ctx.pods, queue.clone(), move |_, pod: &Pod| {
+        endpoints::services_selecting(&services, pod)
+    });
+    tasks.push(spawn(
+        endpoints::NAME,
+        ctx.services.clone(),
+        queue,
+        &ctx,
+        endpoints::reconcile,
+        &sd,
+    ));
+    // ... and the Endpoints whose Service is gone.
+    let queue = WorkQueue::new(backoff);
+    controller::feed_mapped(&ctx.services, queue.clone(), |key, _svc: &Service| {
+        vec![key.clone()]
+    });
+    tasks.push(spawn(
+        endpoints::CLEANUP_NAME,
+        ctx.endpoints.clone(),
+        queue,
+        &ctx,
+        endpoints::cleanup,
         &sd,
     ));
 
