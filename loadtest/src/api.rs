@@ -10,7 +10,6 @@ use bus_schemas::kinds::Pod;
 use bytes::Bytes;
 use clap::Args;
 use shoal_bus::natsd::Natsd;
-use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::ApiClient;
 use tokio::sync::Semaphore;
 
@@ -61,34 +60,7 @@ pub fn run(args: ApiArgs) -> Result<()> {
     );
 
     // The API actor gets its own thread and actix system, as it would be its own process.
-    let api_url = url.clone();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let system = actix::System::new();
-        system.block_on(async move {
-            let nats = shoal_bus::connect(&api_url, "bench-api")
-                .await
-                .expect("api connects");
-            let js = async_nats::jetstream::new(nats.clone());
-            ensure_stream(&js, &StreamSettings::default())
-                .await
-                .expect("stream");
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let server =
-                shoal_api::run_with_ready(Default::default(), nats, std::future::pending(), tx);
-            actix::spawn(async move {
-                if let Err(e) = server.await {
-                    eprintln!("API actor failed: {e}");
-                }
-            });
-            let _ = rx.await;
-            let _ = ready_tx.send(());
-            std::future::pending::<()>().await;
-        });
-    });
-    ready_rx
-        .recv_timeout(Duration::from_secs(30))
-        .context("API actor did not start")?;
+    crate::control_plane::start(&url, false)?;
 
     runtime.block_on(async move {
         let nats = shoal_bus::connect(&url, "bench-client").await?;

@@ -8,6 +8,7 @@
 //! - `src/bin/`: the runtime, scheduling and hollow-node benchmarks.
 
 mod api;
+mod control_plane;
 mod pods;
 mod raw;
 mod stats;

@@ -9,7 +9,6 @@ use bus_schemas::kinds::Pod;
 use bus_schemas::subjects;
 use clap::Args;
 use shoal_bus::natsd::Natsd;
-use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::watch::RawWatch;
 use shoal_bus::{ApiClient, Store};
 
@@ -45,42 +44,7 @@ pub fn run(args: PodsArgs) -> Result<()> {
         .context("starting nats-server")?;
     let url = natsd.url();
 
-    // Control plane (API + scheduler) in its own thread and actix system.
-    let cp_url = url.clone();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        actix::System::new().block_on(async move {
-            let nats = shoal_bus::connect(&cp_url, "bench-cp")
-                .await
-                .expect("connect");
-            ensure_stream(
-                &async_nats::jetstream::new(nats.clone()),
-                &StreamSettings::default(),
-            )
-            .await
-            .expect("stream");
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let api = shoal_api::run_with_ready(
-                Default::default(),
-                nats.clone(),
-                std::future::pending(),
-                tx,
-            );
-            actix::spawn(async move {
-                let _ = api.await;
-            });
-            let _ = rx.await;
-            actix::spawn(async move {
-                let _ =
-                    shoal_scheduler::run(Default::default(), nats, std::future::pending()).await;
-            });
-            let _ = ready_tx.send(());
-            std::future::pending::<()>().await;
-        });
-    });
-    ready_rx
-        .recv_timeout(Duration::from_secs(30))
-        .context("control plane did not start")?;
+    crate::control_plane::start(&url, true)?;
 
     runtime.block_on(async move {
         let nats = shoal_bus::connect(&url, "bench-client").await?;

@@ -1,0 +1,51 @@
+//! The control plane benchmarks run against: the API actor (and, when asked, the scheduler) on
+//! its own thread and actix system, as it would be its own process, after making sure the
+//! state stream exists.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use shoal_bus::store::{ensure_stream, StreamSettings};
+
+pub fn start(url: &str, with_scheduler: bool) -> Result<()> {
+    let url = url.to_string();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix::System::new().block_on(async move {
+            let nats = shoal_bus::connect(&url, "bench-control-plane")
+                .await
+                .expect("connect");
+            let js = async_nats::jetstream::new(nats.clone());
+            ensure_stream(&js, &StreamSettings::default())
+                .await
+                .expect("state stream");
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let api = shoal_api::run_with_ready(
+                Default::default(),
+                nats.clone(),
+                std::future::pending(),
+                tx,
+            );
+            actix::spawn(async move {
+                if let Err(e) = api.await {
+                    eprintln!("API actor failed: {e}");
+                }
+            });
+            let _ = rx.await;
+            if with_scheduler {
+                actix::spawn(async move {
+                    if let Err(e) =
+                        shoal_scheduler::run(Default::default(), nats, std::future::pending()).await
+                    {
+                        eprintln!("scheduler failed: {e}");
+                    }
+                });
+            }
+            let _ = ready_tx.send(());
+            std::future::pending::<()>().await;
+        });
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(30))
+        .context("the control plane did not start")
+}
