@@ -194,6 +194,43 @@ pub(crate) fn check_unique<'a>(
     (!names.insert(value)).then(|| Cause::duplicate(path, value))
 }
 
+/// One named port of a Service or of an Endpoints subset at `at`: the name is required when
+/// the list has several ports, must be a unique DNS label; number and protocol must be valid.
+pub(crate) fn validate_named_port<'a>(
+    at: &str,
+    name: &'a str,
+    port: i32,
+    protocol: &str,
+    several: bool,
+    names: &mut std::collections::BTreeSet<&'a str>,
+) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let name_at = format!("{at}.name");
+    if name.is_empty() {
+        if several {
+            causes.push(required_msg(
+                &name_at,
+                "must be specified when there is more than one port",
+            ));
+        }
+    } else if let Err(e) = crate::validation::dns1123_label(name) {
+        causes.push(invalid_value(&name_at, name, &e));
+    } else {
+        causes.extend(check_unique(names, name, &name_at));
+    }
+    causes.extend(validate_port_number(port, &format!("{at}.port")));
+    if protocol.is_empty() {
+        causes.push(Cause::required(format!("{at}.protocol")));
+    } else {
+        causes.extend(not_supported(
+            &format!("{at}.protocol"),
+            protocol,
+            super::container::PROTOCOLS,
+        ));
+    }
+    causes
+}
+
 /// Parses `a.b.c.d/n` or an IPv6 CIDR; the prefix length must fit the address family.
 pub(crate) fn parse_cidr(value: &str) -> Result<(std::net::IpAddr, u8), String> {
     let (addr, prefix) = value

@@ -5,10 +5,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{
-    check_unique, invalid_value, not_supported, required_msg, validate_port_number, ObjectReference,
-};
-use super::container::PROTOCOLS;
+use super::common::{invalid_value, validate_named_port, ObjectReference};
 use crate::meta::ObjectMeta;
 use crate::resource::KindInfo;
 use crate::status::Cause;
@@ -137,29 +134,14 @@ impl Endpoints {
             let mut names = BTreeSet::new();
             for (i, port) in subset.ports.iter().enumerate() {
                 let port_at = format!("{at}.ports[{i}]");
-                let name_at = format!("{port_at}.name");
-                if port.name.is_empty() {
-                    if subset.ports.len() > 1 {
-                        causes.push(required_msg(
-                            &name_at,
-                            "must be specified when there is more than one port",
-                        ));
-                    }
-                } else if let Err(e) = dns1123_label(&port.name) {
-                    causes.push(invalid_value(&name_at, &port.name, &e));
-                } else {
-                    causes.extend(check_unique(&mut names, &port.name, &name_at));
-                }
-                causes.extend(validate_port_number(port.port, &format!("{port_at}.port")));
-                if port.protocol.is_empty() {
-                    causes.push(Cause::required(format!("{port_at}.protocol")));
-                } else {
-                    causes.extend(not_supported(
-                        &format!("{port_at}.protocol"),
-                        &port.protocol,
-                        PROTOCOLS,
-                    ));
-                }
+                causes.extend(validate_named_port(
+                    &port_at,
+                    &port.name,
+                    port.port,
+                    &port.protocol,
+                    subset.ports.len() > 1,
+                    &mut names,
+                ));
             }
         }
         causes

@@ -6,15 +6,14 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use super::common::{
-    check_unique, forbidden, immutable, in_range, invalid_value, is_default, is_false, is_zero_i32,
-    not_supported, required_msg, validate_label_map, validate_port_number,
+    forbidden, immutable, in_range, invalid_value, is_default, is_false, is_zero_i32,
+    not_supported, validate_label_map, validate_named_port,
 };
-use super::container::PROTOCOLS;
 use super::intstr::IntOrString;
 use crate::meta::{Condition, ObjectMeta};
 use crate::resource::KindInfo;
 use crate::status::Cause;
-use crate::validation::{dns1123_label, dns1123_subdomain};
+use crate::validation::dns1123_subdomain;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -343,29 +342,14 @@ fn validate_ports(ports: &[ServicePort]) -> Vec<Cause> {
     let mut port_protocols = BTreeSet::new();
     for (i, port) in ports.iter().enumerate() {
         let at = format!("spec.ports[{i}]");
-        let name_at = format!("{at}.name");
-        if port.name.is_empty() {
-            if ports.len() > 1 {
-                causes.push(required_msg(
-                    &name_at,
-                    "must be specified when there is more than one port",
-                ));
-            }
-        } else if let Err(e) = dns1123_label(&port.name) {
-            causes.push(invalid_value(&name_at, &port.name, &e));
-        } else {
-            causes.extend(check_unique(&mut names, &port.name, &name_at));
-        }
-        causes.extend(validate_port_number(port.port, &format!("{at}.port")));
-        if port.protocol.is_empty() {
-            causes.push(Cause::required(format!("{at}.protocol")));
-        } else {
-            causes.extend(not_supported(
-                &format!("{at}.protocol"),
-                &port.protocol,
-                PROTOCOLS,
-            ));
-        }
+        causes.extend(validate_named_port(
+            &at,
+            &port.name,
+            port.port,
+            &port.protocol,
+            ports.len() > 1,
+            &mut names,
+        ));
         if !port.target_port.is_zero() {
             causes.extend(port.target_port.validate_port(&format!("{at}.targetPort")));
         }
