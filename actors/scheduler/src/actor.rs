@@ -175,6 +175,25 @@ fn taken<T>(r: Result<T, RecvError>) -> Received<T> {
 }
 
 impl Runner {
+    /// Applies one received change (a lagging receiver resyncs everything). Returns whether
+    /// anything was taken; a closed informer is fatal.
+    // The error carries an ApiError (a Status): large, but only on the fatal path.
+    #[allow(clippy::result_large_err)]
+    fn take<T>(
+        &mut self,
+        received: Received<Change<T>>,
+        kind: &'static str,
+        on: fn(&mut Self, Change<T>),
+    ) -> Result<bool, SchedulerError> {
+        match received {
+            Received::Change(c) => on(self, c),
+            Received::Lagged => self.resync(),
+            Received::Empty => return Ok(false),
+            Received::Closed => return Err(SchedulerError::InformerStopped { kind }),
+        }
+        Ok(true)
+    }
+
     fn serves(&self, pod: &Pod) -> bool {
         pod.spec.node_name.is_empty()
             && !pod.metadata.is_deleting()
@@ -195,35 +214,20 @@ impl Runner {
         loop {
             let mut progressed = false;
             for _ in 0..EVENTS_PER_TURN {
-                match try_take(&mut pod_rx) {
-                    Received::Change(c) => self.on_pod(c),
-                    Received::Lagged => self.resync(),
-                    Received::Empty => break,
-                    Received::Closed => {
-                        return Err(SchedulerError::InformerStopped { kind: "Pod" })
-                    }
+                if !self.take(try_take(&mut pod_rx), "Pod", Self::on_pod)? {
+                    break;
                 }
                 progressed = true;
             }
             for _ in 0..EVENTS_PER_TURN {
-                match try_take(&mut node_rx) {
-                    Received::Change(c) => self.on_node(c),
-                    Received::Lagged => self.resync(),
-                    Received::Empty => break,
-                    Received::Closed => {
-                        return Err(SchedulerError::InformerStopped { kind: "Node" })
-                    }
+                if !self.take(try_take(&mut node_rx), "Node", Self::on_node)? {
+                    break;
                 }
                 progressed = true;
             }
             for _ in 0..EVENTS_PER_TURN {
-                match try_take(&mut alloc_rx) {
-                    Received::Change(c) => self.on_alloc(c),
-                    Received::Lagged => self.resync(),
-                    Received::Empty => break,
-                    Received::Closed => {
-                        return Err(SchedulerError::InformerStopped { kind: "Lease" })
-                    }
+                if !self.take(try_take(&mut alloc_rx), "Lease", Self::on_alloc)? {
+                    break;
                 }
                 progressed = true;
             }
@@ -265,24 +269,15 @@ impl Runner {
                 .min(now + Duration::from_secs(1));
             tokio::select! {
                 _ = shutdown.as_mut() => return Ok(()),
-                r = pod_rx.recv() => match taken(r) {
-                    Received::Change(c) => self.on_pod(c),
-                    Received::Lagged => self.resync(),
-                    Received::Empty => {}
-                    Received::Closed => return Err(SchedulerError::InformerStopped { kind: "Pod" }),
-                },
-                r = node_rx.recv() => match taken(r) {
-                    Received::Change(c) => self.on_node(c),
-                    Received::Lagged => self.resync(),
-                    Received::Empty => {}
-                    Received::Closed => return Err(SchedulerError::InformerStopped { kind: "Node" }),
-                },
-                r = alloc_rx.recv() => match taken(r) {
-                    Received::Change(c) => self.on_alloc(c),
-                    Received::Lagged => self.resync(),
-                    Received::Empty => {}
-                    Received::Closed => return Err(SchedulerError::InformerStopped { kind: "Lease" }),
-                },
+                r = pod_rx.recv() => {
+                    self.take(taken(r), "Pod", Self::on_pod)?;
+                }
+                r = node_rx.recv() => {
+                    self.take(taken(r), "Node", Self::on_node)?;
+                }
+                r = alloc_rx.recv() => {
+                    self.take(taken(r), "Lease", Self::on_alloc)?;
+                }
                 Some(report) = report_rx.recv() => self.on_report(report),
                 _ = tokio::time::sleep_until(deadline.into()) => {}
             }
