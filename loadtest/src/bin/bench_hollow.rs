@@ -64,18 +64,8 @@ fn main() -> Result<()> {
         return common::hollow_main(&url, args.nodes, Duration::from_millis(args.heartbeat_ms));
     }
     let dir = tempfile::tempdir()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let natsd = runtime
-        .block_on(shoal_bus::natsd::Natsd::start_in(dir.path()))
-        .context("starting nats-server")?;
+    let (runtime, natsd) = common::start_nats(dir.path())?;
     let url = natsd.url();
-    println!(
-        "nats-server {url}, JetStream sync_interval: always (store {})",
-        dir.path().display()
-    );
     let cp = common::start_control_plane(url.clone(), true)?;
     let result = runtime.block_on(bench(&args, &url, &cp));
     drop(natsd);

@@ -213,18 +213,8 @@ fn pod_template(app: &str) -> serde_json::Value {
 
 fn run(args: Args) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let natsd = runtime
-        .block_on(shoal_bus::natsd::Natsd::start_in(dir.path()))
-        .context("starting nats-server")?;
+    let (runtime, natsd) = common::start_nats(dir.path())?;
     let url = natsd.url();
-    println!(
-        "nats-server {url}, JetStream sync_interval: always (store {})",
-        dir.path().display()
-    );
     let cp = common::start_control_plane(url.clone(), true)?;
     println!(
         "control plane: API + scheduler + controllers on one actix thread; node grace {:?}, default unreachable toleration {:?}",

@@ -28,6 +28,25 @@ use shoal_controllers::{ControllersConfig, Tunables};
 use shoal_node::{HollowConfig, HollowRuntime};
 use shoal_scheduler::{SchedulerConfig, SchedulerMetrics};
 
+/// A runtime and a nats-server (JetStream `sync_interval: always`) with its store in `dir`.
+pub fn start_nats(
+    dir: &std::path::Path,
+) -> Result<(tokio::runtime::Runtime, shoal_bus::natsd::Natsd)> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let natsd = runtime
+        .block_on(shoal_bus::natsd::Natsd::start_in(dir))
+        .context("starting nats-server")?;
+    println!(
+        "nats-server {}, JetStream sync_interval: always (store {})",
+        natsd.url(),
+        dir.display()
+    );
+    Ok((runtime, natsd))
+}
+
 pub fn init_tracing() {
     tracing_subscriber::fmt()
         .with_env_filter(
