@@ -279,6 +279,18 @@ fn endpoints_text(ep: &Value) -> String {
     text
 }
 
+/// The extra `-o wide` columns of ReplicaSets and Deployments.
+const WORKLOAD_WIDE_HEADERS: [&str; 3] = ["CONTAINERS", "IMAGES", "SELECTOR"];
+
+fn workload_wide_columns(o: &Value) -> [String; 3] {
+    let (containers, images) = images(o.pointer("/spec/template/spec"));
+    [
+        containers,
+        images,
+        selector_text(o.pointer("/spec/selector")),
+    ]
+}
+
 fn images(template_spec: Option<&Value>) -> (String, String) {
     let containers = template_spec
         .and_then(|s| s.get("containers"))
@@ -384,7 +396,7 @@ pub fn build(
         "ReplicaSet" => {
             let mut h = vec!["NAME", "DESIRED", "CURRENT", "READY", "AGE"];
             if wide {
-                h.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
+                h.extend(WORKLOAD_WIDE_HEADERS);
             }
             let rows = objects
                 .iter()
@@ -397,8 +409,7 @@ pub fn build(
                         created(o),
                     ];
                     if wide {
-                        let (c, i) = images(o.pointer("/spec/template/spec"));
-                        r.extend([c, i, selector_text(o.pointer("/spec/selector"))]);
+                        r.extend(workload_wide_columns(o));
                     }
                     r
                 })
@@ -408,7 +419,7 @@ pub fn build(
         "Deployment" => {
             let mut h = vec!["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"];
             if wide {
-                h.extend(["CONTAINERS", "IMAGES", "SELECTOR"]);
+                h.extend(WORKLOAD_WIDE_HEADERS);
             }
             let rows = objects
                 .iter()
@@ -425,8 +436,7 @@ pub fn build(
                         created(o),
                     ];
                     if wide {
-                        let (c, i) = images(o.pointer("/spec/template/spec"));
-                        r.extend([c, i, selector_text(o.pointer("/spec/selector"))]);
+                        r.extend(workload_wide_columns(o));
                     }
                     r
                 })
