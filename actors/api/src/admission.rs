@@ -149,7 +149,7 @@ async fn allocate_cluster_ip(server: &ApiServer, svc: &mut Service) -> Result<()
                 "provided IP is the network or broadcast address of the service CIDR".into(),
             ));
         }
-        return match create_ip_lease(server, svc, ip).await {
+        return match reserve_ip(server, svc, ip).await {
             Ok(()) => {
                 svc.spec.cluster_ips = vec![svc.spec.cluster_ip.clone()];
                 Ok(())
@@ -170,7 +170,7 @@ async fn allocate_cluster_ip(server: &ApiServer, svc: &mut Service) -> Result<()
         if offset == 0 || offset == 1 || offset == size - 1 || ip == CLUSTER_DNS_IP {
             continue;
         }
-        match create_ip_lease(server, svc, ip).await {
+        match reserve_ip(server, svc, ip).await {
             Ok(()) => {
                 svc.spec.cluster_ip = ip.to_string();
                 svc.spec.cluster_ips = vec![ip.to_string()];
@@ -206,13 +206,93 @@ async fn ensure_ip_namespace(server: &ApiServer) -> Result<(), Status> {
     }
 }
 
+/// Reserves `ip` for `svc`. A reservation whose Service is gone (an API replica stopped
+/// between a Service's removal and the release of its address) is reclaimed here, so a leak
+/// costs nothing but this check.
+async fn reserve_ip(server: &ApiServer, svc: &Service, ip: Ipv4Addr) -> Result<(), Status> {
+    match create_ip_lease(server, svc, ip).await {
+        Err(s) if s.is(Reason::AlreadyExists) => {
+            let name = service_ip_lease_name(ip);
+            let Some((lease, _)) = server.current::<Lease>(SERVICE_IP_NAMESPACE, &name).await?
+            else {
+                return create_ip_lease(server, svc, ip).await;
+            };
+            if holder_exists(server, &lease).await? {
+                return Err(s);
+            }
+            delete_reservation(server, &lease).await?;
+            create_ip_lease(server, svc, ip).await
+        }
+        other => other,
+    }
+}
+
+async fn holder_exists(server: &ApiServer, lease: &Lease) -> Result<bool, Status> {
+    let holder = lease.spec.holder_identity.as_deref().unwrap_or_default();
+    let Some((ns, name)) = holder.split_once('/') else {
+        return Ok(false);
+    };
+    let uid = lease.metadata.labels.get(SERVICE_UID_LABEL);
+    Ok(server
+        .current::<Service>(ns, name)
+        .await?
+        .is_some_and(|(svc, _)| uid.is_none_or(|u| *u == svc.metadata.uid)))
+}
+
+/// Deletes a reservation, only the exact one that was read (uid and resourceVersion), so a
+/// concurrent re-reservation of the same address is never undone.
+async fn delete_reservation(server: &ApiServer, lease: &Lease) -> Result<(), Status> {
+    let options = bus_schemas::api::DeleteOptions {
+        namespace: SERVICE_IP_NAMESPACE.into(),
+        name: lease.metadata.name.clone(),
+        preconditions: Some(bus_schemas::api::Preconditions {
+            uid: Some(lease.metadata.uid.clone()),
+            resource_version: Some(lease.metadata.resource_version.clone()),
+        }),
+        ..Default::default()
+    };
+    let req = Request::new("internal.service-ip", None, b"");
+    match Box::pin(server.delete_object::<Lease>(&req, &options)).await {
+        Ok(_) => Ok(()),
+        Err(s) if s.is(Reason::NotFound) || s.is(Reason::Conflict) => Ok(()),
+        Err(s) => Err(s),
+    }
+}
+
+/// Called once an object is gone from the store: a removed Service gives its ClusterIP back.
+pub(crate) async fn on_removed<K: Resource>(server: &ApiServer, obj: &K) {
+    let Some(svc) = (obj as &dyn Any).downcast_ref::<Service>() else {
+        return;
+    };
+    for ip in svc.spec.cluster_ips.iter().chain([&svc.spec.cluster_ip]) {
+        let Ok(ip) = ip.parse::<Ipv4Addr>() else {
+            continue;
+        };
+        let name = service_ip_lease_name(ip);
+        let lease = match server.current::<Lease>(SERVICE_IP_NAMESPACE, &name).await {
+            Ok(Some((lease, _))) => lease,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(ip = %ip, error = %e.message, "cannot read a service IP reservation; it will be reclaimed when the address is next needed");
+                continue;
+            }
+        };
+        if lease.metadata.labels.get(SERVICE_UID_LABEL) != Some(&svc.metadata.uid) {
+            continue;
+        }
+        if let Err(e) = delete_reservation(server, &lease).await {
+            tracing::warn!(ip = %ip, error = %e.message, "cannot release a service IP; it will be reclaimed when the address is next needed");
+        }
+    }
+}
+
 async fn create_ip_lease(server: &ApiServer, svc: &Service, ip: Ipv4Addr) -> Result<(), Status> {
     let mut lease = Lease::default();
     lease.metadata.name = service_ip_lease_name(ip);
     lease.metadata.namespace = SERVICE_IP_NAMESPACE.into();
     // NOTE: no ownerReference: owners must share the dependent's namespace (GC looks the
     // owner up there), so a reference to the Service would make GC release the IP at once.
-    // The holder is recorded instead; releasing on Service deletion is not implemented yet.
+    // The holder is recorded instead, and the API releases the IP when it removes the Service.
     lease
         .metadata
         .labels

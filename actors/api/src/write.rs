@@ -343,7 +343,9 @@ impl ApiServer {
             return Ok(current.clone());
         }
         if ready_to_remove(&next) {
-            return self.put(req, EventType::Deleted, next, revision).await;
+            let removed = self.put(req, EventType::Deleted, next, revision).await?;
+            admission::on_removed(self, &removed).await;
+            return Ok(removed);
         }
         self.put(req, EventType::Modified, next, revision).await
     }

@@ -121,3 +121,71 @@ async fn services_get_distinct_cluster_ips() {
         .expect("cluster DNS IP by request");
     assert_eq!(dns.spec.cluster_ip, "10.96.0.10");
 }
+
+#[actix::test]
+async fn deleting_a_service_releases_its_ip_and_stale_reservations_are_reclaimed() {
+    let cluster = LocalCluster::start().await.expect("cluster starts");
+    let api = cluster.api();
+    let delete = |name: &str| bus_schemas::api::DeleteOptions {
+        namespace: "default".into(),
+        name: name.into(),
+        ..Default::default()
+    };
+
+    let first = api
+        .create(&service("first", Some("10.96.8.8")))
+        .await
+        .expect("created");
+    api.delete::<Service>(&delete("first"))
+        .await
+        .expect("deleted");
+    let gone = api.get::<Lease>(SERVICE_IP_NAMESPACE, "10-96-8-8").await;
+    assert!(
+        gone.is_err(),
+        "the reservation of a deleted Service is released: {gone:?}"
+    );
+    // The address is free again, for a new Service with a new uid.
+    let second = api
+        .create(&service("second", Some("10.96.8.8")))
+        .await
+        .expect("a released IP can be reserved again");
+    assert_ne!(first.metadata.uid, second.metadata.uid);
+    let lease: Lease = api
+        .get(SERVICE_IP_NAMESPACE, "10-96-8-8")
+        .await
+        .expect("reserved again");
+    assert_eq!(
+        lease.metadata.labels.get(SERVICE_UID_LABEL),
+        Some(&second.metadata.uid)
+    );
+
+    // A reservation left behind by a Service that no longer exists (as if an API replica
+    // stopped between removing the Service and releasing the address) is reclaimed.
+    let mut stale = Lease::default();
+    stale.metadata.namespace = SERVICE_IP_NAMESPACE.into();
+    stale.metadata.name = "10-96-9-9".into();
+    stale
+        .metadata
+        .labels
+        .insert(SERVICE_UID_LABEL.into(), "no-such-uid".into());
+    stale.spec.holder_identity = Some("default/vanished".into());
+    api.create(&stale).await.expect("stale reservation written");
+    let reclaimed = api
+        .create(&service("reclaimer", Some("10.96.9.9")))
+        .await
+        .expect("a stale reservation does not block its address");
+    let lease: Lease = api
+        .get(SERVICE_IP_NAMESPACE, "10-96-9-9")
+        .await
+        .expect("reserved");
+    assert_eq!(
+        lease.metadata.labels.get(SERVICE_UID_LABEL),
+        Some(&reclaimed.metadata.uid)
+    );
+    // But a live holder still wins.
+    let err = api
+        .create(&service("late", Some("10.96.9.9")))
+        .await
+        .expect_err("taken");
+    assert!(err.is(Reason::Invalid), "{err}");
+}

@@ -7,12 +7,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use bus_schemas::selector::Selector;
 use bus_schemas::{codec, subjects, Resource};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::store::{EventType, RawEvent, Store, StoreError};
 use crate::watch::RawWatch;
@@ -99,7 +99,42 @@ struct Shared<K> {
     revision_tx: watch::Sender<u64>,
     synced_tx: watch::Sender<bool>,
     changes: broadcast::Sender<Change<K>>,
+    /// Subscribers to the changes of one index value (e.g. the pods of one node).
+    keyed: RwLock<HashMap<(&'static str, String), Vec<KeyedSender<K>>>>,
     failed: RwLock<Option<String>>,
+}
+
+/// How many changes a keyed subscriber may fall behind before it must resync from the cache.
+const KEYED_CAPACITY: usize = 1024;
+
+struct KeyedSender<K> {
+    tx: mpsc::Sender<Change<K>>,
+    lagged: Arc<AtomicBool>,
+}
+
+/// The changes of the objects indexed under one value, before or after the change (so an
+/// object that moves away is seen leaving). Like a broadcast receiver, it reports `Lagged`
+/// when it fell behind; the subscriber then resyncs from the cache.
+pub struct KeyedReceiver<K> {
+    rx: mpsc::Receiver<Change<K>>,
+    lagged: Arc<AtomicBool>,
+}
+
+impl<K> KeyedReceiver<K> {
+    pub async fn recv(&mut self) -> Result<Change<K>, broadcast::error::RecvError> {
+        if self.lagged.swap(false, Ordering::AcqRel) {
+            // What is queued is older than what was dropped: the resync supersedes it all.
+            let mut dropped = 0u64;
+            while self.rx.try_recv().is_ok() {
+                dropped += 1;
+            }
+            return Err(broadcast::error::RecvError::Lagged(dropped));
+        }
+        self.rx
+            .recv()
+            .await
+            .ok_or(broadcast::error::RecvError::Closed)
+    }
 }
 
 /// A cache of one kind. Cloning shares the cache.
@@ -174,6 +209,7 @@ impl<K: Resource> InformerBuilder<K> {
             revision_tx: watch::channel(0).0,
             synced_tx: watch::channel(false).0,
             changes,
+            keyed: RwLock::new(HashMap::new()),
             failed: RwLock::new(None),
         });
         let filter = subjects::objects_of(&K::INFO.token(), self.namespace.as_deref());
@@ -281,6 +317,24 @@ impl<K: Resource> Informer<K> {
         self.shared.changes.subscribe()
     }
 
+    /// The changes of objects indexed under `value` by the index `name`, without waking for
+    /// anything else: a node agent among thousands in one process hears only of its own pods.
+    pub fn subscribe_index(&self, name: &'static str, value: &str) -> KeyedReceiver<K> {
+        let (tx, rx) = mpsc::channel(KEYED_CAPACITY);
+        let lagged = Arc::new(AtomicBool::new(false));
+        self.shared
+            .keyed
+            .write()
+            .expect("informer lock")
+            .entry((name, value.to_string()))
+            .or_default()
+            .push(KeyedSender {
+                tx,
+                lagged: lagged.clone(),
+            });
+        KeyedReceiver { rx, lagged }
+    }
+
     /// Every key in the cache (for resyncs).
     pub fn keys(&self) -> Vec<ObjectKey> {
         self.shared
@@ -379,13 +433,57 @@ fn apply<K: Resource>(shared: &Shared<K>, raw: RawEvent) {
         (_, Some(_)) => EventType::Modified,
     };
     publish_revision(shared, raw.revision);
-    let _ = shared.changes.send(Change {
+    let change = Change {
         event,
         key,
         old,
         new,
         revision: raw.revision,
-    });
+    };
+    send_keyed(shared, &change);
+    let _ = shared.changes.send(change);
+}
+
+fn send_keyed<K: Resource>(shared: &Shared<K>, change: &Change<K>) {
+    let keyed = shared.keyed.read().expect("informer lock");
+    if keyed.is_empty() {
+        return;
+    }
+    let mut targets: Vec<(&'static str, String)> = Vec::new();
+    {
+        let cache = shared.cache.read().expect("informer lock");
+        for (name, index) in &cache.indexes {
+            let mut values = (index.func)(&change.new);
+            if let Some(old) = &change.old {
+                values.extend((index.func)(old));
+            }
+            values.sort();
+            values.dedup();
+            targets.extend(values.into_iter().map(|v| (*name, v)));
+        }
+    }
+    let mut closed = false;
+    for target in &targets {
+        for sub in keyed.get(target).into_iter().flatten() {
+            match sub.tx.try_send(change.clone()) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => sub.lagged.store(true, Ordering::Release),
+                Err(mpsc::error::TrySendError::Closed(_)) => closed = true,
+            }
+        }
+    }
+    drop(keyed);
+    if closed {
+        let mut keyed = shared.keyed.write().expect("informer lock");
+        for target in targets {
+            if let Some(subs) = keyed.get_mut(&target) {
+                subs.retain(|s| !s.tx.is_closed());
+                if subs.is_empty() {
+                    keyed.remove(&target);
+                }
+            }
+        }
+    }
 }
 
 /// One informer per kind per process, shared by every actor the process hosts, so 150,000

@@ -36,6 +36,10 @@ pub struct NodeInfo {
     pub nominated: HashMap<ObjectKey, (i32, Resources)>,
     /// The node's allocation record (see [`crate::ledger`]).
     pub alloc: AllocationView,
+    /// Indexes of the ledger's pending entries whose pod is not counted in `pods`. Only these
+    /// can reserve anything foreign; kept up to date on every change of `pods` or `alloc`, so
+    /// filtering a node costs nothing when (as usual) every entry is already counted here.
+    uncounted: Vec<usize>,
 }
 
 impl NodeInfo {
@@ -52,6 +56,7 @@ impl NodeInfo {
             owners: HashMap::new(),
             nominated: HashMap::new(),
             alloc: AllocationView::default(),
+            uncounted: Vec::new(),
         };
         info.set_node(node);
         info
@@ -66,6 +71,24 @@ impl NodeInfo {
 
     pub fn labels(&self) -> &std::collections::BTreeMap<String, String> {
         &self.node.metadata.labels
+    }
+
+    fn set_alloc(&mut self, alloc: AllocationView) {
+        self.alloc = alloc;
+        self.refresh_uncounted();
+    }
+
+    fn refresh_uncounted(&mut self) {
+        let pods = &self.pods;
+        self.uncounted = self
+            .alloc
+            .ledger
+            .pending
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| !parse_key(&entry.pod).is_some_and(|k| pods.contains(&k)))
+            .map(|(i, _)| i)
+            .collect();
     }
 }
 
@@ -197,7 +220,7 @@ impl ClusterCache {
             None => {
                 let mut info = NodeInfo::new(node);
                 if let Some(alloc) = self.orphan_allocs.remove(&name) {
-                    info.alloc = alloc;
+                    info.set_alloc(alloc);
                 }
                 self.node_index.insert(name.clone(), self.nodes.len());
                 self.nodes.push(info);
@@ -290,6 +313,9 @@ impl ClusterCache {
             info.requested.add(&entry.requests);
             info.non_zero.0 += cpu;
             info.non_zero.1 += mem;
+            if !info.uncounted.is_empty() {
+                info.refresh_uncounted();
+            }
         } else {
             if !info.pods.remove(key) {
                 return;
@@ -297,6 +323,9 @@ impl ClusterCache {
             info.requested.sub(&entry.requests);
             info.non_zero.0 -= cpu;
             info.non_zero.1 -= mem;
+            if !info.alloc.ledger.pending.is_empty() {
+                info.refresh_uncounted();
+            }
         }
         let zone = info.zone.clone();
         if let Some(owner) = owner {
@@ -443,19 +472,26 @@ impl ClusterCache {
     /// Forgets a node's allocation record (it was deleted: the next bind recreates it).
     pub fn reset_alloc(&mut self, node: &str) {
         if let Some(&i) = self.node_index.get(node) {
-            self.nodes[i].alloc = AllocationView::default();
+            self.nodes[i].set_alloc(AllocationView::default());
         }
         self.orphan_allocs.remove(node);
     }
 
     /// Installs a node's allocation record unless we already hold a newer one.
     pub fn set_alloc(&mut self, node: &str, view: AllocationView) {
-        let slot = match self.node_index.get(node) {
-            Some(&i) => &mut self.nodes[i].alloc,
-            None => self.orphan_allocs.entry(node.to_string()).or_default(),
-        };
-        if view.revision >= slot.revision {
-            *slot = view;
+        match self.node_index.get(node) {
+            Some(&i) => {
+                let info = &mut self.nodes[i];
+                if view.revision >= info.alloc.revision {
+                    info.set_alloc(view);
+                }
+            }
+            None => {
+                let slot = self.orphan_allocs.entry(node.to_string()).or_default();
+                if view.revision >= slot.revision {
+                    *slot = view;
+                }
+            }
         }
     }
 
@@ -465,9 +501,12 @@ impl ClusterCache {
     pub fn foreign_pending(&self, i: usize) -> Resources {
         let info = &self.nodes[i];
         let mut sum = Resources::default();
-        for (entry, req) in info.alloc.ledger.pending.iter().zip(&info.alloc.pending) {
-            let counted_here = parse_key(&entry.pod).is_some_and(|k| info.pods.contains(&k));
-            if !counted_here && !self.ledger_entry_over(entry, &info.name) {
+        for &j in &info.uncounted {
+            let (Some(entry), Some(req)) = (info.alloc.ledger.pending.get(j), info.alloc.pending.get(j))
+            else {
+                continue;
+            };
+            if !self.ledger_entry_over(entry, &info.name) {
                 sum.add(req);
             }
         }

@@ -3,8 +3,8 @@
 //!
 //! Process layout (like production, on one machine):
 //! - nats-server child, JetStream `sync_interval: always`, store in a temp dir;
-//! - this process: the API actor, scheduler and controllers on one thread with their own
-//!   actix system and one shared InformerFactory (as `shoal up`), plus the load generator,
+//! - this process: the API actor and controllers on one thread with their own actix
+//!   system, the scheduler on a second, one shared InformerFactory (as `shoal up`), plus the load generator,
 //!   which reads the same pod cache (so pods are cached once here);
 //! - a child process (this binary, `--hollow-only`) hosting `--nodes` hollow agents sharing one
 //!   NATS connection and InformerFactory (as `shoal node --hollow --count N`).
@@ -217,7 +217,7 @@ fn run(args: Args) -> Result<()> {
     let url = natsd.url();
     let cp = common::start_control_plane(url.clone(), true)?;
     println!(
-        "control plane: API + scheduler + controllers on one actix thread; node grace {:?}, default unreachable toleration {:?}",
+        "control plane: API + controllers on one actix thread, the scheduler on another; node grace {:?}, default unreachable toleration {:?}",
         cp.tunables.node_monitor_grace, cp.tunables.default_unreachable_toleration
     );
 

@@ -1,7 +1,8 @@
 //! Pieces shared by the scale benchmarks (`bench_scheduling`, `bench_hollow`):
 //!
-//! - [`start_control_plane`]: the API actor, scheduler and controllers on one thread with
-//!   their own actix system and one shared `InformerFactory`, as `shoal up` hosts them.
+//! - [`start_control_plane`]: the API actor and controllers on one thread with their own
+//!   actix system, the scheduler on a second, all sharing one `InformerFactory`, as
+//!   `shoal up` hosts them.
 //! - [`HollowFleet`]: hollow node agents in a child process (the same binary re-executed
 //!   with the hidden `--hollow-only` flag), so the control plane's memory is measured alone
 //!   in the parent and the fleet's alone in the child. [`hollow_main`] is the child's side.
@@ -233,14 +234,22 @@ pub fn start_control_plane(url: String, workload_actors: bool) -> Result<Control
                             metrics: scheduler.clone(),
                             ..Default::default()
                         };
+                        // Its own thread, as `shoal up` runs it: deciding is CPU work that
+                        // must not queue behind the API's request handling.
                         let n = nats.clone();
-                        actix::spawn(async move {
-                            if let Err(e) =
-                                shoal_scheduler::run(config, n, std::future::pending()).await
-                            {
-                                eprintln!("scheduler failed: {e}");
-                            }
-                        });
+                        std::thread::Builder::new()
+                            .name("scheduler".into())
+                            .spawn(move || {
+                                actix::System::new().block_on(async move {
+                                    if let Err(e) =
+                                        shoal_scheduler::run(config, n, std::future::pending())
+                                            .await
+                                    {
+                                        eprintln!("scheduler failed: {e}");
+                                    }
+                                })
+                            })
+                            .map_err(|e| e.to_string())?;
                         let config = ControllersConfig {
                             informers: Some(informers.clone()),
                             tunables: tunables.clone(),
