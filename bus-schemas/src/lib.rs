@@ -6,6 +6,7 @@
 //! - [`kinds`]: one module per kind (Pod, Node, ReplicaSet, …) with its defaults and validation;
 //!   [`kinds::KINDS`] lists them and [`with_kind!`] dispatches from a kind name to its type.
 //! - [`api`]: request and reply bodies of the API verbs.
+//! - [`dns`]: the request and reply of DNS queries over the bus.
 //! - [`subjects`]: the only place a subject string is built.
 //! - [`codec`]: msgpack (named fields) for the bus; strict decoding with field paths for input.
 //! - [`manifest`]: YAML/JSON multi-document manifests as people write them.
@@ -18,6 +19,7 @@
 
 pub mod api;
 pub mod codec;
+pub mod dns;
 pub mod kinds;
 pub mod manifest;
 pub mod meta;

@@ -24,6 +24,10 @@ pub const METRICS_ALL: &str = "shoal.v1.metrics.>";
 pub const HEADER_CONTAINER_ID: &str = "Shoal-Container-Id";
 /// Header on log messages: stdout or stderr.
 pub const HEADER_LOG_STREAM: &str = "Shoal-Log-Stream";
+/// DNS questions over request/reply, answered by the naming actors (see [`crate::dns`]).
+pub const DNS_QUERY: &str = "shoal.v1.dns.query";
+/// The queue group naming actors share, so each question is answered once.
+pub const DNS_QUEUE_GROUP: &str = "shoal-naming";
 /// The object store that is the cluster's image registry.
 pub const IMAGE_STORE: &str = "shoal-images";
 

@@ -10,6 +10,7 @@
 //! | [`error`] | the crate's [`Error`] type and the Kubernetes reason each error maps to |
 //! | [`image`] | content-addressed image store: import (OCI layout / docker-save), blob verification, references, layer unpacking with whiteouts |
 //! | [`testimage`] | deterministic busybox OCI image (and docker-save tar) built from the host's busybox-static, for tests and benchmarks |
+//! | [`testnet`] | a private multi-host network made of network namespaces (a switch namespace and host namespaces routed to each other's pod CIDRs), for tests and benchmarks |
 //! | [`rootfs`] | per-container overlayfs (lower = unpacked layers, upper/work per container) |
 //! | [`cgroups`] | [`cgroups::CgroupDriver`] trait with v1, v2 and fake drivers; Kubernetes cpu/memory/pids formulas |
 //! | [`net`] | pod CIDR maths and the file-backed IP allocator ([`net::Ipam`]) |
@@ -68,6 +69,7 @@ pub mod sandbox;
 pub mod shim;
 mod sys;
 pub mod testimage;
+pub mod testnet;
 mod util;
 
 pub use container::{ContainerInfo, ContainerSpec, ContainerState, ExitReason, MountSpec};

@@ -467,7 +467,9 @@ fn send_keyed<K: Resource>(shared: &Shared<K>, change: &Change<K>) {
         for sub in keyed.get(target).into_iter().flatten() {
             match sub.tx.try_send(change.clone()) {
                 Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(_)) => sub.lagged.store(true, Ordering::Release),
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    sub.lagged.store(true, Ordering::Release)
+                }
                 Err(mpsc::error::TrySendError::Closed(_)) => closed = true,
             }
         }

@@ -4,6 +4,12 @@
 //! targetPort is looked up in the pod's containers). Pods resolving to the same ports share
 //! a subset.
 //!
+//! A pod on a node whose Ready condition is not True (the node stopped heartbeating, or its
+//! agent reports it unfit, e.g. its network is cut) is listed as not ready whatever its own
+//! condition says: its agent may be unable to report the pod, and traffic must leave the
+//! node at once rather than when the pod is evicted. Node changes therefore re-evaluate the
+//! Services selecting that node's pods ([`feed`]).
+//!
 //! Services without a selector are left alone (their Endpoints are written by hand). When a
 //! Service is gone, the Endpoints this controller wrote for it (labelled [`MANAGED_BY`]) are
 //! deleted; like Kubernetes, no ownerReference is set.
@@ -17,10 +23,14 @@ use bus_schemas::api::{DeleteOptions, Preconditions};
 use bus_schemas::kinds::common::ObjectReference;
 use bus_schemas::kinds::endpoints::{EndpointAddress, EndpointPort, EndpointSubset};
 use bus_schemas::kinds::intstr::IntOrString;
-use bus_schemas::kinds::{Endpoints, Pod, Service};
+use bus_schemas::kinds::{Endpoints, Node, Pod, Service};
+use bus_schemas::meta::find_condition;
 use bus_schemas::selector::Selector;
 use bus_schemas::Resource;
-use shoal_bus::controller::Action;
+use shoal_bus::controller::{self, Action};
+use shoal_bus::informer::INDEX_NODE;
+use shoal_bus::workqueue::WorkQueue;
+use shoal_bus::ObjectKey;
 
 use crate::context::Ctx;
 use crate::error::ReconcileError;
@@ -68,8 +78,26 @@ fn address(pod: &Pod) -> EndpointAddress {
     }
 }
 
-/// The subsets the Service's Endpoints should have, given the pods of its namespace.
+/// The subsets the Service's Endpoints should have, given the pods of its namespace, with
+/// every node taken as ready.
 pub fn decide(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> {
+    decide_with_nodes(svc, pods, |_| true)
+}
+
+/// Whether a node can serve traffic: its Ready condition is True. A node missing from the
+/// cache (or without a Ready condition yet) does not override its pods' readiness.
+pub fn node_ready(node: Option<&Node>) -> bool {
+    node.and_then(|n| find_condition(&n.status.conditions, "Ready"))
+        .is_none_or(|c| c.status == "True")
+}
+
+/// The subsets the Service's Endpoints should have, given the pods of its namespace and
+/// whether each pod's node is ready (by node name).
+pub fn decide_with_nodes(
+    svc: &Service,
+    pods: &[Arc<Pod>],
+    node_is_ready: impl Fn(&str) -> bool,
+) -> Vec<EndpointSubset> {
     let mut by_ports: BTreeMap<Vec<(String, i32, String)>, EndpointSubset> = BTreeMap::new();
     for pod in pods {
         if !svc.selects(&pod.metadata.labels) || !listed(pod) {
@@ -108,7 +136,9 @@ pub fn decide(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> {
             ports,
             ..Default::default()
         });
-        if pod.is_ready() || svc.spec.publish_not_ready_addresses {
+        let serving =
+            pod.is_ready() && (pod.spec.node_name.is_empty() || node_is_ready(&pod.spec.node_name));
+        if serving || svc.spec.publish_not_ready_addresses {
             subset.addresses.push(address(pod));
         } else {
             subset.not_ready_addresses.push(address(pod));
@@ -142,13 +172,54 @@ pub fn services_selecting(
         .collect()
 }
 
+/// Feeds the endpoints work queue: the Services whose selector matches a pod's old or new
+/// labels, and, on a node's readiness change, the Services selecting that node's pods.
+pub fn feed(ctx: &Arc<Ctx>, queue: Arc<WorkQueue<ObjectKey>>) {
+    let services = ctx.services.clone();
+    controller::feed_mapped(&ctx.pods, queue.clone(), move |_, pod: &Pod| {
+        services_selecting(&services, pod)
+    });
+    let (services, pods) = (ctx.services.clone(), ctx.pods.clone());
+    // The readiness last seen per node, with the revision it was seen at: node status is
+    // rewritten on every agent report, and only a readiness flip changes any Endpoints. (The
+    // feed also hands over each change's old version, which the revision tells apart.)
+    let seen: std::sync::Mutex<std::collections::HashMap<String, (u64, bool)>> = Default::default();
+    controller::feed_mapped(&ctx.nodes, queue, move |key, node: &Node| {
+        let ready = node_ready(Some(node));
+        let revision = node.metadata.resource_version.parse::<u64>().unwrap_or(0);
+        {
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            match seen.get(&key.name) {
+                Some(&(at, _)) if revision < at => return Vec::new(),
+                Some(&(_, was)) if was == ready => {
+                    seen.insert(key.name.clone(), (revision, ready));
+                    return Vec::new();
+                }
+                _ => {
+                    seen.insert(key.name.clone(), (revision, ready));
+                }
+            }
+        }
+        let mut keys: Vec<ObjectKey> = pods
+            .by_index(INDEX_NODE, &key.name)
+            .iter()
+            .flat_map(|pod| services_selecting(&services, pod))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    });
+}
+
 pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
     if svc.spec.selector.is_empty() || svc.metadata.is_deleting() {
         return Ok(Action::AwaitChange);
     }
     let (ns, name) = (&svc.metadata.namespace, &svc.metadata.name);
     let pods = ctx.pods.list(Some(ns), &Selector::everything());
-    let subsets = decide(&svc, &pods);
+    let subsets = decide_with_nodes(&svc, &pods, |node| {
+        node_ready(ctx.nodes.get("", node).as_deref())
+    });
     let key = format!("{ns}/{name}");
     match ctx.endpoints.get(ns, name) {
         Some(current) if current.subsets == subsets && is_managed(&current) => {}
@@ -283,6 +354,37 @@ mod tests {
         assert_eq!(subsets[0].addresses.len(), 2);
         assert_eq!(subsets[1].ports[0].port, 9090);
         assert_eq!(subsets[1].addresses[0].ip, "10.0.0.2");
+    }
+
+    #[test]
+    fn pods_on_nodes_that_are_not_ready_are_not_ready() {
+        let s = svc(serde_json::json!([{"port": 80}]));
+        let mut elsewhere = (*pod("b", "10.0.0.2", true, None)).clone();
+        elsewhere.spec.node_name = "n2".into();
+        let pods = [pod("a", "10.0.0.1", true, None), Arc::new(elsewhere)];
+        let subsets = decide_with_nodes(&s, &pods, |node| node != "n2");
+        assert_eq!(subsets[0].addresses.len(), 1);
+        assert_eq!(subsets[0].addresses[0].ip, "10.0.0.1");
+        assert_eq!(subsets[0].not_ready_addresses[0].ip, "10.0.0.2");
+        assert_eq!(decide(&s, &pods)[0].addresses.len(), 2);
+
+        let mut node = Node::default();
+        assert!(
+            node_ready(None),
+            "an unknown node does not override its pods"
+        );
+        assert!(
+            node_ready(Some(&node)),
+            "nor does one without a Ready condition"
+        );
+        for (status, ready) in [("True", true), ("False", false), ("Unknown", false)] {
+            node.status.conditions = vec![Condition {
+                type_: "Ready".into(),
+                status: status.into(),
+                ..Default::default()
+            }];
+            assert_eq!(node_ready(Some(&node)), ready, "{status}");
+        }
     }
 
     #[test]

@@ -95,6 +95,25 @@ pub async fn run(
         }
         let (trigger, sd) = shoal_bus::shutdown::channel();
         let ctx = Ctx::new(api.clone(), informers.clone(), config.tunables.clone());
+        // Each controller waits for its own kind's cache, but reads others too (the
+        // ReplicaSet controller the pods, the Deployment controller the ReplicaSets): nothing
+        // may act before every cache holds its initial list, or a pod cache still loading
+        // reads as "no pods" and every ReplicaSet creates all its replicas again (a
+        // controllers process taking over a cluster that runs pods did exactly that).
+        let synced = tokio::select! {
+            r = caches_synced(&ctx) => Some(r),
+            _ = &mut shutdown => None,
+            _ = lost(&mut leadership) => {
+                tracing::warn!("lost leadership while loading caches; campaigning again");
+                continue;
+            }
+        };
+        if !matches!(synced, Some(Ok(()))) {
+            if let Some(l) = leadership {
+                l.release().await;
+            }
+            return synced.unwrap_or(Ok(())).map_err(Into::into);
+        }
         let tasks = start_all(ctx, sd);
         let stop = tokio::select! {
             _ = &mut shutdown => true,
@@ -112,6 +131,20 @@ pub async fn run(
         }
         tracing::warn!("lost leadership; controllers stopped, campaigning again");
     }
+}
+
+/// Waits until every cache the controllers read holds its initial list.
+async fn caches_synced(ctx: &Ctx) -> Result<(), shoal_bus::StoreError> {
+    ctx.pods.wait_synced().await?;
+    ctx.replicasets.wait_synced().await?;
+    ctx.deployments.wait_synced().await?;
+    ctx.daemonsets.wait_synced().await?;
+    ctx.jobs.wait_synced().await?;
+    ctx.nodes.wait_synced().await?;
+    ctx.leases.wait_synced().await?;
+    ctx.namespaces.wait_synced().await?;
+    ctx.services.wait_synced().await?;
+    ctx.endpoints.wait_synced().await
 }
 
 async fn lost(leadership: &mut Option<Leadership>) {
@@ -262,12 +295,10 @@ fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
         &sd,
     ));
 
-    // Endpoints: the Services whose selector matches a pod's old or new labels.
+    // Endpoints: the Services selecting a pod (old or new labels), and those selecting a
+    // node's pods when the node's readiness flips.
     let queue = WorkQueue::new(backoff);
-    let services = ctx.services.clone();
-    controller::feed_mapped(&ctx.pods, queue.clone(), move |_, pod: &Pod| {
-        endpoints::services_selecting(&services, pod)
-    });
+    endpoints::feed(&ctx, queue.clone());
     tasks.push(spawn(
         endpoints::NAME,
         ctx.services.clone(),

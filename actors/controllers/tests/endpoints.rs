@@ -134,3 +134,65 @@ async fn endpoints_follow_pod_readiness_and_labels() {
     let _ = empty;
     controllers.stop().await;
 }
+
+/// Stands in for a node agent (or the node lifecycle controller): the node's Ready condition.
+async fn set_node_ready(env: &Env, name: &str, status: &str) {
+    let mut n: bus_schemas::kinds::Node = env.api.get("", name).await.expect("node exists");
+    n.metadata.resource_version.clear();
+    n.status.conditions.retain(|c| c.type_ != "Ready");
+    let mut c = ready_condition();
+    c.status = status.into();
+    c.reason = if status == "True" {
+        "AgentReady"
+    } else {
+        "NetworkUnavailable"
+    }
+    .into();
+    n.status.conditions.push(c);
+    env.api
+        .update_status(&n)
+        .await
+        .expect("node status written");
+}
+
+#[actix::test]
+async fn pods_on_a_node_that_is_not_ready_leave_the_ready_addresses() {
+    let cluster = shoal_api::local::LocalCluster::start()
+        .await
+        .expect("cluster starts");
+    let api = cluster.api();
+    let mut tunables = tunables();
+    // No agent heartbeats here: keep the node lifecycle from marking the nodes unreachable
+    // and evicting the pods; this test drives the nodes' Ready condition itself.
+    tunables.node_monitor_grace = Duration::from_secs(3600);
+    let controllers = start_controllers(
+        &cluster,
+        shoal_controllers::ControllersConfig {
+            tunables,
+            ..Default::default()
+        },
+    );
+    let env = Env { cluster, api };
+    add_node(&env.api, "n1", &[]).await;
+    add_node(&env.api, "n2", &[]).await;
+    env.api.create(&service("web", "web")).await.expect("svc");
+    for (name, node) in [("a", "n1"), ("b", "n2")] {
+        let created = env.api.create(&pod(name, "web")).await.expect("pod");
+        bind(&env.api, &created, node).await;
+    }
+    set_status(&env, "a", "10.244.1.1", true).await;
+    set_status(&env, "b", "10.244.2.1", true).await;
+    wait_ips(&env, "web", &["10.244.1.1", "10.244.2.1"], &[]).await;
+
+    // n2's agent reports its network cut: nothing about the pods changes, yet b must go.
+    set_node_ready(&env, "n2", "False").await;
+    wait_ips(&env, "web", &["10.244.1.1"], &["10.244.2.1"]).await;
+    // Heartbeats lapsing (Ready=Unknown) count the same.
+    set_node_ready(&env, "n1", "Unknown").await;
+    wait_ips(&env, "web", &[], &["10.244.1.1", "10.244.2.1"]).await;
+    // Back to ready: the pods serve again.
+    set_node_ready(&env, "n1", "True").await;
+    set_node_ready(&env, "n2", "True").await;
+    wait_ips(&env, "web", &["10.244.1.1", "10.244.2.1"], &[]).await;
+    controllers.stop().await;
+}

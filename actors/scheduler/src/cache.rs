@@ -502,7 +502,8 @@ impl ClusterCache {
         let info = &self.nodes[i];
         let mut sum = Resources::default();
         for &j in &info.uncounted {
-            let (Some(entry), Some(req)) = (info.alloc.ledger.pending.get(j), info.alloc.pending.get(j))
+            let (Some(entry), Some(req)) =
+                (info.alloc.ledger.pending.get(j), info.alloc.pending.get(j))
             else {
                 continue;
             };

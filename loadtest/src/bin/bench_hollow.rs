@@ -33,6 +33,11 @@ use tokio::sync::Semaphore;
 
 use common::{mib, rss_kib, HollowFleet};
 
+// The control plane and the hollow fleet churn through many small, short-lived objects;
+// mimalloc keeps their memory compact where glibc's per-thread arenas fragment.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(about = "Memory per hollow node (child-process RSS with N agents vs 0)")]
 struct Args {

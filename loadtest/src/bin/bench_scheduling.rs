@@ -51,6 +51,11 @@ use tokio::sync::Semaphore;
 
 use common::{between, describe, memory_line, HollowFleet};
 
+// The control plane and the hollow fleet churn through many small, short-lived objects;
+// mimalloc keeps their memory compact where glibc's per-thread arenas fragment.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const NAMESPACE: &str = "default";
 const BENCH_LABEL: &str = "shoal.bench/scheduling";
 

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,9 @@ use shoal_node::Runtime;
 use tokio::sync::{broadcast::error::RecvError, watch, Notify};
 
 use crate::backend::Backend;
+use crate::hostnet::{HostNet, LinkState};
 use crate::machine::{MachineFacts, Pressure};
+use crate::proxy::ProxyConfig;
 use crate::registry::Registry;
 use crate::spec::PodDefaults;
 use crate::worker::{Adopted, Worker};
@@ -31,6 +34,8 @@ pub enum AgentError {
     Registry(#[from] crate::registry::RegistryError),
     #[error("runtime: {0}")]
     Runtime(String),
+    #[error("configuration: {0}")]
+    Config(String),
 }
 
 #[derive(Clone)]
@@ -52,6 +57,16 @@ pub struct AgentConfig {
     pub pod_defaults: PodDefaults,
     /// Share caches with other actors in this process.
     pub informers: Option<InformerFactory>,
+    /// The network namespace holding the node's network (bridge, host veths, routes, Service
+    /// rules; probes connect from there), e.g. `/run/netns/host-1`. None: the agent's own.
+    /// Must match the Linux runtime's `NetworkConfig::host_netns` when both are set; either
+    /// one alone is used for both.
+    pub host_netns: Option<PathBuf>,
+    /// An interface in the node's network checked on every heartbeat: without carrier (or
+    /// down, or missing) the node reports Ready=False (reason NetworkUnavailable) although
+    /// the agent still reaches the control plane from where it runs.
+    pub uplink: Option<String>,
+    pub proxy: ProxyConfig,
 }
 
 impl AgentConfig {
@@ -69,6 +84,9 @@ impl AgentConfig {
             status_interval: Duration::from_secs(60),
             pod_defaults: PodDefaults::default(),
             informers: None,
+            host_netns: None,
+            uplink: None,
+            proxy: ProxyConfig::default(),
         }
     }
 
@@ -85,6 +103,8 @@ pub struct AgentCtx {
     pub nats_client: async_nats::Client,
     pub registry: Registry,
     pub config: AgentConfig,
+    /// Where the node's network lives (probes connect from there).
+    pub hostnet: HostNet,
     nats: async_nats::Client,
     runtime: Arc<dyn Runtime>,
     poke: Notify,
@@ -179,12 +199,15 @@ impl AgentCtx {
     }
 }
 
-fn node_object(
-    config: &AgentConfig,
-    facts: &MachineFacts,
-    hollow: bool,
+/// What a node reports besides its fixed facts; a change is reported at once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Health {
     pressure: Pressure,
-) -> Node {
+    /// None: no uplink is watched.
+    uplink: Option<LinkState>,
+}
+
+fn node_object(config: &AgentConfig, facts: &MachineFacts, hollow: bool, health: &Health) -> Node {
     let mut node = Node::default();
     node.set_type_meta();
     node.metadata.name = config.node_name.clone();
@@ -201,7 +224,7 @@ fn node_object(
     }
     node.spec.pod_cidr = config.pod_cidr.clone();
     node.spec.pod_cidrs = vec![config.pod_cidr.clone()];
-    node.status = node_status(config, facts, hollow, pressure);
+    node.status = node_status(config, facts, hollow, health);
     node
 }
 
@@ -209,8 +232,9 @@ fn node_status(
     config: &AgentConfig,
     facts: &MachineFacts,
     hollow: bool,
-    pressure: Pressure,
+    health: &Health,
 ) -> NodeStatus {
+    let pressure = health.pressure;
     let now = chrono::Utc::now();
     let condition = |type_: &str, ok: bool, reason: &str, message: &str| Condition {
         type_: type_.into(),
@@ -224,12 +248,20 @@ fn node_status(
         capacity: facts.capacity(config.max_pods),
         allocatable: facts.allocatable(config.max_pods),
         conditions: vec![
-            condition(
-                "Ready",
-                true,
-                "AgentReady",
-                "shoal agent is posting ready status",
-            ),
+            match &health.uplink {
+                Some(LinkState::Down(why)) => condition(
+                    "Ready",
+                    false,
+                    "NetworkUnavailable",
+                    &format!("node network is unavailable: {why}"),
+                ),
+                _ => condition(
+                    "Ready",
+                    true,
+                    "AgentReady",
+                    "shoal agent is posting ready status",
+                ),
+            },
             if pressure.memory {
                 condition(
                     "MemoryPressure",
@@ -275,7 +307,18 @@ fn node_status(
                     "agent has sufficient PID available",
                 )
             },
-        ],
+        ]
+        .into_iter()
+        .chain(health.uplink.as_ref().map(|link| match link {
+            LinkState::Down(why) => condition("NetworkUnavailable", true, "UplinkDown", why),
+            LinkState::Up => condition(
+                "NetworkUnavailable",
+                false,
+                "UplinkUp",
+                "the node's uplink is up",
+            ),
+        }))
+        .collect(),
         addresses: facts.addresses(&config.host_ip, &config.node_name),
         node_info: facts.system_info(hollow),
         ..Default::default()
@@ -300,14 +343,20 @@ pub async fn run(
     let runtime = backend.runtime();
     let hollow = backend.is_hollow();
     let mut config = config;
+    config.host_netns = host_netns(&config, &backend)?;
+    let hostnet = HostNet::new(config.host_netns.clone());
     if config.host_ip.is_empty() && !hollow {
-        config.host_ip = crate::machine::primary_ipv4().unwrap_or_default();
+        config.host_ip = host_ip(&config, &hostnet).await;
+    }
+    if !hollow {
+        prepare_network(&config, &hostnet).await;
     }
     let ctx = Arc::new(AgentCtx {
         backend,
         nats_client: nats.clone(),
         registry,
         config: config.clone(),
+        hostnet: hostnet.clone(),
         nats: nats.clone(),
         runtime,
         poke: Notify::new(),
@@ -321,6 +370,20 @@ pub async fn run(
     register(&ctx, &facts, hollow).await;
     let heartbeat = tokio::spawn(heartbeat_loop(ctx.clone(), facts, hollow));
     let mut extras = Vec::new();
+    if !hollow && config.proxy.enabled {
+        match config.pod_cidr.parse() {
+            Ok(pod_cidr) => extras.push(tokio::spawn(crate::proxy::run(
+                config.proxy.clone(),
+                crate::proxy::NodeNet { pod_cidr },
+                hostnet.clone(),
+                informers.get(),
+                informers.get(),
+            ))),
+            Err(e) => {
+                tracing::error!(error = %e, "pod CIDR unusable: no service proxy on this node")
+            }
+        }
+    }
     if !hollow {
         let pod_informer = informers.get::<Pod>();
         extras.push(tokio::spawn(crate::telemetry::serve_exec(
@@ -345,6 +408,79 @@ pub async fn run(
     Ok(())
 }
 
+/// The node's network namespace: the agent's setting or the runtime's, which must agree.
+fn host_netns(config: &AgentConfig, backend: &Backend) -> Result<Option<PathBuf>, AgentError> {
+    let runtime = match backend {
+        Backend::Linux(rt) => rt.config().network.host_netns.clone(),
+        Backend::Hollow(_) => None,
+    };
+    match (&config.host_netns, runtime) {
+        (Some(agent), Some(rt)) if *agent != rt => Err(AgentError::Config(format!(
+            "host_netns {} differs from the runtime's network namespace {}",
+            agent.display(),
+            rt.display()
+        ))),
+        (agent, rt) => Ok(agent.clone().or(rt)),
+    }
+}
+
+/// The address reported as InternalIP when none is configured: the uplink's, else (in the
+/// agent's own namespace) the default route's.
+async fn host_ip(config: &AgentConfig, hostnet: &HostNet) -> String {
+    if let Some(uplink) = config.uplink.clone() {
+        let net = hostnet.clone();
+        let found = tokio::task::spawn_blocking(move || net.ipv4_of(&uplink)).await;
+        if let Ok(Ok(Some(ip))) = found {
+            return ip.to_string();
+        }
+    }
+    if config.host_netns.is_none() {
+        return crate::machine::primary_ipv4().unwrap_or_default();
+    }
+    String::new()
+}
+
+async fn prepare_network(config: &AgentConfig, hostnet: &HostNet) {
+    let cidr = match config.proxy.service_cidr.parse() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "service CIDR unusable: node network not prepared");
+            return;
+        }
+    };
+    let net = hostnet.clone();
+    match tokio::task::spawn_blocking(move || crate::netsetup::prepare(&net, cidr)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "pods on other nodes may not reach this node's pods")
+        }
+        Err(e) => tracing::error!(error = %e, "preparing the node network"),
+    }
+}
+
+/// The uplink's state, when one is watched. Not being able to look counts as down.
+async fn uplink(ctx: &AgentCtx) -> Option<LinkState> {
+    let name = ctx.config.uplink.clone()?;
+    if ctx.backend.is_hollow() {
+        return Some(LinkState::Up);
+    }
+    let net = ctx.hostnet.clone();
+    Some(
+        match tokio::task::spawn_blocking(move || net.link_state(&name)).await {
+            Ok(Ok(state)) => state,
+            Ok(Err(e)) => LinkState::Down(e.to_string()),
+            Err(e) => LinkState::Down(format!("checking the uplink: {e}")),
+        },
+    )
+}
+
+async fn health(ctx: &AgentCtx) -> Health {
+    Health {
+        pressure: pressure(ctx),
+        uplink: uplink(ctx).await,
+    }
+}
+
 fn pressure(ctx: &AgentCtx) -> Pressure {
     if ctx.backend.is_hollow() {
         return Pressure::default();
@@ -353,7 +489,7 @@ fn pressure(ctx: &AgentCtx) -> Pressure {
 }
 
 async fn register(ctx: &Arc<AgentCtx>, facts: &MachineFacts, hollow: bool) {
-    let node = node_object(&ctx.config, facts, hollow, pressure(ctx));
+    let node = node_object(&ctx.config, facts, hollow, &health(ctx).await);
     let body = codec::to_msgpack(&node).unwrap_or_default();
     let mut backoff = Duration::from_millis(100);
     loop {
@@ -370,21 +506,30 @@ async fn register(ctx: &Arc<AgentCtx>, facts: &MachineFacts, hollow: bool) {
 
 async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
     let mut since_status = Duration::ZERO;
-    let mut reported = pressure(&ctx);
+    let mut reported = health(&ctx).await;
     loop {
         tokio::time::sleep(ctx.config.heartbeat_interval).await;
         if let Err(e) = ctx.report("heartbeat", Vec::new()).await {
             tracing::warn!(node = %ctx.config.node_name, error = %e, "heartbeat failed");
         }
         since_status += ctx.config.heartbeat_interval;
-        // Pressure changes are reported at once; otherwise status is refreshed periodically.
-        let now = pressure(&ctx);
+        // Pressure and uplink changes are reported at once; otherwise status is refreshed
+        // periodically.
+        let now = health(&ctx).await;
         if since_status >= ctx.config.status_interval || now != reported {
-            since_status = Duration::ZERO;
-            reported = now;
-            let node = node_object(&ctx.config, &facts, hollow, now);
-            if let Ok(body) = codec::to_msgpack(&node) {
-                let _ = ctx.report("node-status", body).await;
+            let node = node_object(&ctx.config, &facts, hollow, &now);
+            let Ok(body) = codec::to_msgpack(&node) else {
+                continue;
+            };
+            // A change that did not land is tried again at the next heartbeat.
+            match ctx.report("node-status", body).await {
+                Ok(_) => {
+                    since_status = Duration::ZERO;
+                    reported = now;
+                }
+                Err(e) => {
+                    tracing::warn!(node = %ctx.config.node_name, error = %e, "node status not written")
+                }
             }
         }
     }
@@ -393,12 +538,14 @@ async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
 /// Keeps one worker per pod bound to this node, fed by the shared pod cache.
 async fn manage_pods(ctx: Arc<AgentCtx>, informers: InformerFactory) {
     let informer = informers.get::<Pod>();
-    let mut changes = informer.subscribe();
+    let node = ctx.config.node_name.clone();
+    // Only this node's pods: a process hosting thousands of (hollow) agents must not wake
+    // every one of them for every pod change in the cluster.
+    let mut changes = informer.subscribe_index(INDEX_NODE, &node);
     if let Err(e) = informer.wait_synced().await {
         tracing::error!(error = %e, "pod cache cannot sync; not running pods");
         return;
     }
-    let node = ctx.config.node_name.clone();
     let mine = informer.by_index(INDEX_NODE, &node);
 
     // Re-adopt what the runtime already runs; sweep what no pod wants.

@@ -12,11 +12,17 @@
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
 //! - [`telemetry`]: log shipping, usage samples, exec requests.
 //! - [`backend`]: the runtime seam (Linux or hollow). [`machine`]: this machine's facts.
+//! - [`hostnet`]: the network namespace holding the node's network (commands, sockets and
+//!   link checks inside it); [`netsetup`]: forwarding and the Service route in it.
+//! - [`proxy`]: the service proxy (ClusterIP → ready endpoints, nftables DNAT).
 
 pub mod agent;
 pub mod backend;
+pub mod hostnet;
 pub mod machine;
+pub mod netsetup;
 pub mod probes;
+pub mod proxy;
 pub mod registry;
 pub mod spec;
 pub mod status;

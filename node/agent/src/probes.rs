@@ -11,6 +11,7 @@ use shoal_node::runtime::ExecRequest;
 use shoal_node::SandboxInfo;
 
 use crate::agent::AgentCtx;
+use crate::hostnet::HostNet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeKind {
@@ -218,6 +219,20 @@ fn port_of(container: &Container, port: &IntOrString) -> Option<u16> {
     }
 }
 
+/// Runs a network probe from the node's network namespace, where pod IPs are reachable.
+/// A probe that cannot even be attempted fails.
+async fn in_node_network(net: HostNet, probe: impl FnOnce() -> bool + Send + 'static) -> bool {
+    tokio::task::spawn_blocking(move || net.run(probe))
+        .await
+        .map(|r| {
+            r.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "probe not run");
+                false
+            })
+        })
+        .unwrap_or(false)
+}
+
 /// Runs one probe; true on success.
 pub async fn run(
     ctx: &Arc<AgentCtx>,
@@ -240,22 +255,22 @@ pub async fn run(
         } else {
             http.path.clone()
         };
-        return tokio::task::spawn_blocking(move || {
+        let net = ctx.hostnet.clone();
+        return in_node_network(net, move || {
             shoal_node::probe::http_get(ip, port, &path, timeout).is_success()
         })
-        .await
-        .unwrap_or(false);
+        .await;
     }
     if let Some(tcp) = &probe.tcp_socket {
         let Some(port) = port_of(container, &tcp.port) else {
             return false;
         };
         let ip: IpAddr = tcp.host.parse().unwrap_or(IpAddr::V4(sandbox.ip));
-        return tokio::task::spawn_blocking(move || {
+        let net = ctx.hostnet.clone();
+        return in_node_network(net, move || {
             shoal_node::probe::tcp_socket(ip, port, timeout).is_success()
         })
-        .await
-        .unwrap_or(false);
+        .await;
     }
     if let Some(exec) = &probe.exec {
         let request = ExecRequest::new(exec.command.clone(), timeout);

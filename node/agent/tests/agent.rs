@@ -65,6 +65,9 @@ impl Node {
         config.backoff_base = Duration::from_millis(500);
         config.sync_period = Duration::from_millis(200);
         config.heartbeat_interval = Duration::from_millis(500);
+        // These nodes' network is this machine's own namespace: keep the service proxy from
+        // loading its nftables table there (tests/hostnet.rs and the multi-node tests cover it).
+        config.proxy.enabled = false;
         let (trigger, stop) = shutdown::channel();
         let nats = cluster.nats.clone();
         self.task = Some(tokio::spawn(async move {

@@ -113,8 +113,11 @@ pub(super) fn create(spec: &SandboxNsSpec) -> Result<Option<PauseProcess>, StepE
             spec.gateway, spec.prefix, spec.bridge, spec.bridge
         ));
     }
+    // Hairpin: with br_netfilter active (the default in a new namespace), a pod's connection
+    // to a Service that is DNATed back to the same pod is bridged out of the port it came in
+    // on, which the bridge drops unless the port allows it.
     host.push_str(&format!(
-        "link add {veth}{mtu} type veth peer name eth0{mtu} netns {ns}\nlink set {veth} master {br}\nlink set {veth} up\n",
+        "link add {veth}{mtu} type veth peer name eth0{mtu} netns {ns}\nlink set {veth} master {br}\nlink set {veth} type bridge_slave hairpin on\nlink set {veth} up\n",
         veth = spec.host_veth,
         ns = spec.ns_dir.join("net").display(),
         br = spec.bridge,

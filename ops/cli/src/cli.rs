@@ -104,6 +104,8 @@ pub struct NodeArgs {
     /// With --hollow: fraction of container starts that fail.
     #[arg(long, default_value_t = 0.0)]
     pub failure_rate: f64,
+    #[command(flatten)]
+    pub net: crate::node::NodeNetArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -151,6 +153,35 @@ pub struct UpArgs {
     /// Pod address range of this machine's node.
     #[arg(long, default_value = "10.244.0.0/24")]
     pub pod_cidr: String,
+    /// The actors this process runs, as a comma list (`--no-node` drops `node`). Without
+    /// `api`, --join is required: the API runs in another process of that cluster.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "api,controllers,scheduler,naming,node"
+    )]
+    pub actors: Vec<UpActor>,
+    /// Where the naming actor serves cluster DNS (UDP and TCP). Default: port 53 on the
+    /// pod gateway of --pod-cidr, which is where this machine's node points its pods.
+    /// Without a node in this process, naming runs only when this is given.
+    #[arg(long)]
+    pub dns_listen: Option<std::net::SocketAddr>,
+    /// With --join: the controllers run behind leader election on this lease (seconds);
+    /// a standby takes over this long after the leader stopped renewing.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub lease_seconds: u64,
+}
+
+/// What `shoal up --actors` can start.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpActor {
+    Api,
+    Controllers,
+    Scheduler,
+    /// Cluster DNS: answers from the caches, no leader, one replica per node is fine.
+    Naming,
+    Node,
 }
 
 #[derive(Args, Debug)]

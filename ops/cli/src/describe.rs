@@ -116,6 +116,9 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
             },
         );
     }
+    if info.kind == "Service" {
+        describe_service(session, &obj, &namespace, &name).await;
+    }
     match (obj.get("spec"), obj.get("status")) {
         (None, None) => {
             let mut body = obj.clone();
@@ -155,4 +158,88 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
         Err(e) => println!("Events:             (unavailable: {e})"),
     }
     Ok(0)
+}
+
+/// What people look for first in a Service: how it is reached and who answers behind it.
+async fn describe_service(session: &Session, svc: &Value, namespace: &str, name: &str) {
+    let str_at = |p: &str| svc.pointer(p).and_then(|v| v.as_str()).unwrap_or("");
+    field("Type", or_none(str_at("/spec/type")));
+    map_lines("Selector", svc.pointer("/spec/selector"));
+    field("IP", or_none(str_at("/spec/clusterIP")));
+    field("Session Affinity", or_none(str_at("/spec/sessionAffinity")));
+    let ports = svc
+        .pointer("/spec/ports")
+        .and_then(|p| p.as_array())
+        .cloned()
+        .unwrap_or_default();
+    for port in &ports {
+        let label = port["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("<unset>");
+        let protocol = port["protocol"].as_str().unwrap_or("TCP");
+        field("Port", format!("{label}  {}/{protocol}", port["port"]));
+        let target = match &port["targetPort"] {
+            Value::String(s) => s.clone(),
+            Value::Null => port["port"].to_string(),
+            other => other.to_string(),
+        };
+        field("TargetPort", format!("{target}/{protocol}"));
+    }
+    let endpoints = match kinds::resolve("endpoints") {
+        Ok(kind) => session.get(kind, namespace, name).await.ok(),
+        Err(_) => None,
+    };
+    let (ready, not_ready) = endpoint_addresses(endpoints.as_ref());
+    field("Endpoints", list_or_none(&ready));
+    if !not_ready.is_empty() {
+        field("Not Ready", list_or_none(&not_ready));
+    }
+}
+
+/// `ip:port` for every address and port of every subset: ready ones, then not-ready ones.
+fn endpoint_addresses(endpoints: Option<&Value>) -> (Vec<String>, Vec<String>) {
+    let (mut ready, mut not_ready) = (Vec::new(), Vec::new());
+    let subsets = endpoints
+        .and_then(|e| e.pointer("/subsets"))
+        .and_then(|s| s.as_array())
+        .cloned()
+        .unwrap_or_default();
+    for subset in &subsets {
+        let ports: Vec<String> = subset["ports"]
+            .as_array()
+            .map(|ps| ps.iter().map(|p| p["port"].to_string()).collect())
+            .unwrap_or_default();
+        for (key, out) in [
+            ("addresses", &mut ready),
+            ("notReadyAddresses", &mut not_ready),
+        ] {
+            for address in subset[key].as_array().into_iter().flatten() {
+                let ip = address["ip"].as_str().unwrap_or("?");
+                if ports.is_empty() {
+                    out.push(ip.to_string());
+                }
+                for port in &ports {
+                    out.push(format!("{ip}:{port}"));
+                }
+            }
+        }
+    }
+    (ready, not_ready)
+}
+
+fn or_none(s: &str) -> String {
+    if s.is_empty() {
+        "<none>".into()
+    } else {
+        s.to_string()
+    }
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "<none>".into()
+    } else {
+        items.join(",")
+    }
 }

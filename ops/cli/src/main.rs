@@ -31,6 +31,11 @@ mod up;
 
 use clap::{CommandFactory, FromArgMatches};
 
+// The control plane and the hollow fleet churn through many small, short-lived objects;
+// mimalloc keeps their memory compact where glibc's per-thread arenas fragment.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     restore_default_sigpipe();
     let matches = cli::Cli::command().get_matches();

@@ -18,6 +18,23 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "node".into())
 }
 
+/// The node's network flags of `shoal node` (flattened into `NodeArgs`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct NodeNetArgs {
+    /// Network namespace holding the node's network (e.g. /run/netns/host-1): the pod
+    /// bridge, the pods' veths, the routes and the Service rules live there, and probes
+    /// connect from there. The agent's NATS connection stays in this process's namespace.
+    #[arg(long)]
+    pub host_netns: Option<PathBuf>,
+    /// An interface in the node's network whose carrier the node's readiness follows:
+    /// when it is down the node reports NotReady (reason NetworkUnavailable).
+    #[arg(long)]
+    pub uplink: Option<String>,
+    /// The nameserver written into the pods' resolv.conf (default 10.96.0.10).
+    #[arg(long)]
+    pub cluster_dns: Option<String>,
+}
+
 /// The real runtime for this machine, with its state under `state_dir`.
 pub fn linux_backend(
     state_dir: PathBuf,
@@ -25,10 +42,28 @@ pub fn linux_backend(
     pod_cidr: &str,
     node: &str,
 ) -> Result<Backend> {
+    linux_backend_in(state_dir, bridge, pod_cidr, node, None)
+}
+
+/// [`linux_backend`] with the node's network in `host_netns` (None: this process's own).
+pub fn linux_backend_in(
+    state_dir: PathBuf,
+    bridge: &str,
+    pod_cidr: &str,
+    node: &str,
+    host_netns: Option<PathBuf>,
+) -> Result<Backend> {
     let cidr = pod_cidr
         .parse()
         .map_err(|e| anyhow::anyhow!("--pod-cidr {pod_cidr:?}: {e}"))?;
-    let mut config = RuntimeConfig::new(state_dir.clone(), NetworkConfig::new(bridge, cidr));
+    if let Some(ns) = &host_netns {
+        if !ns.exists() {
+            anyhow::bail!("--host-netns {}: no such network namespace", ns.display());
+        }
+    }
+    let mut network = NetworkConfig::new(bridge, cidr);
+    network.host_netns = host_netns;
+    let mut config = RuntimeConfig::new(state_dir.clone(), network);
     // One cgroup parent per node, so agents sharing a machine never sweep each other's pods.
     config.cgroup_parent = format!("shoal-{}", node.replace(['/', '.'], "-"));
     let runtime = LinuxRuntime::new(config)
@@ -37,6 +72,11 @@ pub fn linux_backend(
 }
 
 pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
+    let net = args.net.clone();
+    run_with(url, args, net).await
+}
+
+pub async fn run_with(url: &str, args: NodeArgs, net: NodeNetArgs) -> Result<()> {
     let nats = shoal_bus::connect(url, "shoal-node")
         .await
         .with_context(|| format!("connecting to {url}"))?;
@@ -56,9 +96,15 @@ pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
         config.host_ip = args.host_ip.clone();
         config.backoff_base = std::time::Duration::from_secs(args.backoff_seconds.max(1));
         config.informers = Some(informers.clone());
+        if let Some(dns) = &net.cluster_dns {
+            dns.parse::<std::net::Ipv4Addr>()
+                .map_err(|e| anyhow::anyhow!("--cluster-dns {dns:?}: {e}"))?;
+            config.pod_defaults.cluster_dns = dns.clone();
+        }
         let backend = if args.hollow {
-            // Hollow nodes heartbeat less often: thousands share one state log.
-            config.heartbeat_interval = std::time::Duration::from_secs(10);
+            // Hollow nodes heartbeat less often (thousands share one state log), but well
+            // inside the node lifecycle's 10 s grace, so a late beat never flaps a node.
+            config.heartbeat_interval = std::time::Duration::from_secs(5);
             let hollow = HollowConfig {
                 start_delay: std::time::Duration::from_millis(args.start_delay_ms),
                 failure_rate: args.failure_rate,
@@ -74,7 +120,15 @@ pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
                 .state_dir
                 .clone()
                 .unwrap_or_else(|| crate::up::default_data_dir().join(format!("node-{name}")));
-            linux_backend(state_dir, &args.bridge, &args.pod_cidr, &name)?
+            config.host_netns = net.host_netns.clone();
+            config.uplink = net.uplink.clone();
+            linux_backend_in(
+                state_dir,
+                &args.bridge,
+                &args.pod_cidr,
+                &name,
+                net.host_netns.clone(),
+            )?
         };
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
         tasks.push(tokio::spawn(async move {

@@ -1,5 +1,7 @@
 //! `shoal up`: a one-machine cluster in the foreground — nats-server as a child process with
-//! durable JetStream storage, and every actor in this process.
+//! durable JetStream storage, and every actor in this process. With `--join URL` it starts
+//! only actors against an existing NATS, and `--actors` picks which: a cluster can run its
+//! API, controllers and schedulers as separate processes (replicas).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,7 +11,7 @@ use shoal_bus::natsd::{Natsd, NatsdConfig};
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::{ApiClient, InformerFactory, Store, StoreError};
 
-use crate::cli::UpArgs;
+use crate::cli::{UpActor, UpArgs};
 
 /// Oldest nats-server whose JetStream replies async-nats 0.51 decodes, with the durability
 /// behaviour Shoal relies on.
@@ -26,7 +28,71 @@ pub fn default_data_dir() -> PathBuf {
     home.join(".local/share/shoal")
 }
 
+/// The actors to start, in start order: `--actors` without `node` under `--no-node`.
+fn actors_to_run(args: &UpArgs) -> Result<Vec<UpActor>> {
+    let all = [
+        UpActor::Api,
+        UpActor::Controllers,
+        UpActor::Scheduler,
+        UpActor::Naming,
+        UpActor::Node,
+    ];
+    let wanted: Vec<UpActor> = all
+        .into_iter()
+        .filter(|a| args.actors.contains(a) && !(*a == UpActor::Node && args.no_node))
+        .collect();
+    // DNS is served node-locally: without a node here, only where --dns-listen says.
+    let wanted: Vec<UpActor> = wanted
+        .iter()
+        .copied()
+        .filter(|a| {
+            *a != UpActor::Naming || wanted.contains(&UpActor::Node) || args.dns_listen.is_some()
+        })
+        .collect();
+    if wanted.is_empty() {
+        bail!("no actor to run: --no-node removed the only one --actors named");
+    }
+    if !wanted.contains(&UpActor::Api) && args.join.is_none() {
+        bail!("--actors without api needs --join URL: the cluster's API runs in another process there");
+    }
+    Ok(wanted)
+}
+
+/// Who this process is in leader elections and scheduler ledgers: host, pid and a few
+/// random bits (pids repeat across containers and restarts).
+fn instance_identity() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{}-{:04x}",
+        crate::node::hostname(),
+        std::process::id(),
+        nanos & 0xffff
+    )
+}
+
+/// Leader election of the controllers for a `lease`-long Lease: renewed (and, by standbys,
+/// looked at) four times per lease, at most every 2 s as with the default 15 s lease.
+fn controllers_election(
+    identity: &str,
+    lease: Duration,
+) -> shoal_bus::leader::LeaderElectionConfig {
+    let mut config = shoal_controllers::ControllersConfig::default()
+        .with_leader_election(identity)
+        .leader_election
+        .expect("leader election was just configured");
+    let period = (lease / 4).clamp(Duration::from_millis(250), Duration::from_secs(2));
+    config.lease_duration = lease;
+    config.renew_period = period;
+    config.retry_period = period;
+    config
+}
+
 pub async fn run(args: UpArgs) -> Result<()> {
+    let wanted = actors_to_run(&args)?;
+    let runs = |a: UpActor| wanted.contains(&a);
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating data dir {}", data_dir.display()))?;
@@ -97,79 +163,131 @@ pub async fn run(args: UpArgs) -> Result<()> {
 
     let informers = InformerFactory::new(store.clone());
     let (trigger, shutdown) = shoal_bus::shutdown::channel();
-    let api_task = {
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+    let identity = instance_identity();
+    // (name, task) in start order; stopped in the same order.
+    let mut tasks: Vec<(&str, tokio::task::JoinHandle<()>)> = Vec::new();
+    if runs(UpActor::Api) {
         let config = shoal_api::ApiConfig {
             informers: Some(informers.clone()),
         };
-        actix::spawn(async move {
-            if let Err(e) = shoal_api::run(config, nats, shutdown.wait()).await {
-                eprintln!("error: API actor: {e}");
-            }
-        })
-    };
-    let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
-    shoal_api::bootstrap(&api)
-        .await
-        .context("creating the cluster's namespaces")?;
-
-    let mut actors = vec!["api"];
-    let controllers_task = {
+        let task = {
+            let (nats, shutdown) = (nats.clone(), shutdown.clone());
+            actix::spawn(async move {
+                if let Err(e) = shoal_api::run(config, nats, shutdown.wait()).await {
+                    eprintln!("error: API actor: {e}");
+                }
+            })
+        };
+        tasks.push(("api", task));
+        let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
+        shoal_api::bootstrap(&api)
+            .await
+            .context("creating the cluster's namespaces")?;
+    }
+    if runs(UpActor::Controllers) {
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
-        let config = shoal_controllers::ControllersConfig {
+        let mut config = shoal_controllers::ControllersConfig {
             informers: Some(informers.clone()),
             ..Default::default()
         };
-        actix::spawn(async move {
-            if let Err(e) = shoal_controllers::run(config, nats, shutdown.wait()).await {
-                eprintln!("error: controllers: {e}");
-            }
-        })
-    };
-    actors.push("controllers");
-    let scheduler_task = {
+        // A joined cluster may run several controller processes: only the lease holder
+        // acts, the others stand by (two active sets would fight over every pod).
+        if args.join.is_some() {
+            config.leader_election = Some(controllers_election(
+                &identity,
+                Duration::from_secs(args.lease_seconds),
+            ));
+        }
+        tasks.push((
+            "controllers",
+            actix::spawn(async move {
+                if let Err(e) = shoal_controllers::run(config, nats, shutdown.wait()).await {
+                    eprintln!("error: controllers: {e}");
+                }
+            }),
+        ));
+    }
+    if runs(UpActor::Scheduler) {
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        // Schedulers need no election: any number share the cluster through the per-node
+        // allocation records (docs/architecture.md).
         let config = shoal_scheduler::SchedulerConfig {
             informers: Some(informers.clone()),
+            identity: format!("scheduler-{identity}"),
             ..Default::default()
         };
-        actix::spawn(async move {
-            if let Err(e) = shoal_scheduler::run(config, nats, shutdown.wait()).await {
-                eprintln!("error: scheduler: {e}");
-            }
-        })
-    };
-    actors.push("scheduler");
-    let node_task = if args.no_node {
-        None
-    } else {
+        // Deciding is CPU work: on a thread of its own it uses a second core instead of
+        // queueing behind the API's request handling.
+        tasks.push((
+            "scheduler",
+            on_own_thread("scheduler", move || async move {
+                if let Err(e) = shoal_scheduler::run(config, nats, shutdown.wait()).await {
+                    eprintln!("error: scheduler: {e}");
+                }
+            })?,
+        ));
+    }
+    // Node-local DNS: the naming replica listens on the pod gateway (bound before the node
+    // creates the bridge that carries it), and the node writes that address into every
+    // pod's resolv.conf, so a pod's lookups never leave its machine.
+    let gateway = pod_gateway(&args.pod_cidr)?;
+    if runs(UpActor::Naming) {
+        let listen = args
+            .dns_listen
+            .unwrap_or_else(|| std::net::SocketAddr::from((gateway, 53)));
+        let config = shoal_naming::NamingConfig {
+            listen: vec![listen],
+            informers: Some(informers.clone()),
+            ..Default::default()
+        };
+        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        tasks.push((
+            "naming",
+            actix::spawn(async move {
+                if let Err(e) = shoal_naming::run(config, nats, shutdown.wait()).await {
+                    eprintln!("error: naming actor (DNS on {listen}): {e}");
+                }
+            }),
+        ));
+    }
+    if runs(UpActor::Node) {
         let name = crate::node::hostname();
         let backend =
             crate::node::linux_backend(data_dir.join("node"), &args.bridge, &args.pod_cidr, &name)?;
         let mut config = shoal_agent::AgentConfig::new(name, args.pod_cidr.clone());
         config.informers = Some(informers.clone());
+        config.pod_defaults.cluster_dns = args
+            .dns_listen
+            .map_or(gateway, |a| match a.ip() {
+                std::net::IpAddr::V4(ip) if !ip.is_unspecified() => ip,
+                _ => gateway,
+            })
+            .to_string();
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
-        actors.push("node");
-        Some(actix::spawn(async move {
-            if let Err(e) = shoal_agent::run(config, backend, nats, shutdown.wait()).await {
-                eprintln!("error: node agent: {e}");
-            }
-        }))
-    };
+        tasks.push((
+            "node",
+            actix::spawn(async move {
+                if let Err(e) = shoal_agent::run(config, backend, nats, shutdown.wait()).await {
+                    eprintln!("error: node agent: {e}");
+                }
+            }),
+        ));
+    }
+    let actors: Vec<&str> = tasks.iter().map(|(name, _)| *name).collect();
 
     println!("Shoal cluster is up.");
     println!("  NATS URL:  {url}");
     println!("  data dir:  {}", data_dir.display());
     println!("  actors:    {}", actors.join(", "));
+    if args.join.is_some() {
+        println!("  identity:  {identity}");
+    }
     println!("Try: shoal get ns   (export SHOAL_NATS={url} if not the default). Ctrl-C stops the cluster.");
 
     wait_for_signal().await;
     eprintln!("stopping …");
     trigger.fire();
-    let _ = tokio::time::timeout(Duration::from_secs(10), api_task).await;
-    let _ = tokio::time::timeout(Duration::from_secs(10), controllers_task).await;
-    let _ = tokio::time::timeout(Duration::from_secs(10), scheduler_task).await;
-    if let Some(task) = node_task {
+    for (_, task) in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     }
     if let Some(mut server) = natsd {
@@ -177,6 +295,32 @@ pub async fn run(args: UpArgs) -> Result<()> {
     }
     eprintln!("stopped; state kept in {}", data_dir.display());
     Ok(())
+}
+
+fn pod_gateway(pod_cidr: &str) -> Result<std::net::Ipv4Addr> {
+    let cidr: shoal_node::net::Ipv4Cidr = pod_cidr
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--pod-cidr {pod_cidr:?}: {e}"))?;
+    Ok(cidr.gateway())
+}
+
+/// Runs an actor on a thread with its own actix system; the handle ends when the actor does.
+fn on_own_thread<F, Fut>(name: &str, actor: F) -> Result<tokio::task::JoinHandle<()>>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            actix::System::new().block_on(actor());
+            let _ = done_tx.send(());
+        })
+        .with_context(|| format!("starting the {name} thread"))?;
+    Ok(actix::spawn(async move {
+        let _ = done_rx.await;
+    }))
 }
 
 async fn wait_for_signal() {

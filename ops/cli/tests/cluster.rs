@@ -153,3 +153,50 @@ fn bad_documents_are_reported_by_index_and_nothing_is_applied() {
     assert!(err.contains("not found"), "nothing applied: {err}");
     stop(&mut up);
 }
+
+const SERVICE: &str = "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  ports:\n  - {name: http, port: 80, targetPort: 8080}\n---\napiVersion: v1\nkind: Endpoints\nmetadata: {name: web}\nsubsets:\n- addresses: [{ip: 10.9.0.1}, {ip: 10.9.0.2}]\n  notReadyAddresses: [{ip: 10.9.0.3}]\n  ports: [{name: http, port: 8080}]\n";
+
+#[test]
+fn services_are_described_with_their_endpoints_and_bad_ones_refused_with_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let mut up = start_up(dir.path(), port);
+    wait_until("the cluster", Duration::from_secs(30), || {
+        shoal(&url, &["get", "ns", "default"]).0
+    });
+    let manifest = dir.path().join("svc.yaml");
+    std::fs::write(&manifest, SERVICE).unwrap();
+    let (ok, _, err) = shoal(&url, &["apply", "-f", manifest.to_str().unwrap()]);
+    assert!(ok, "{err}");
+
+    let (ok, out, err) = shoal(&url, &["describe", "svc", "web"]);
+    assert!(ok, "{err}");
+    for line in [
+        "Endpoints:          10.9.0.1:8080,10.9.0.2:8080",
+        "Not Ready:          10.9.0.3:8080",
+        "Port:               http  80/TCP",
+        "TargetPort:         8080/TCP",
+        "IP:                 10.96.",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    let (ok, out, err) = shoal(&url, &["get", "svc,endpoints"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("10.9.0.1:8080") && out.contains("10.96."),
+        "{out}"
+    );
+
+    let bad = "apiVersion: v1\nkind: Service\nmetadata: {name: broken}\nspec:\n  selector: {\"bad key!\": web}\n  ports:\n  - {port: 70000}\n";
+    std::fs::write(&manifest, bad).unwrap();
+    let (ok, _, err) = shoal(&url, &["apply", "-f", manifest.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(
+        err.contains("spec.selector") && err.contains("spec.ports[0].port"),
+        "{err}"
+    );
+    let (_, _, err) = shoal(&url, &["get", "svc", "broken"]);
+    assert!(err.contains("not found"), "nothing applied: {err}");
+    stop(&mut up);
+}
