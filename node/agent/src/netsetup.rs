@@ -25,22 +25,24 @@ pub fn prepare(net: &HostNet, service_cidr: Ipv4Cidr) -> Result<(), SetupError> 
 const FORWARDING: &str = "/proc/sys/net/ipv4/ip_forward";
 
 fn enable_forwarding(net: &HostNet) -> Result<(), SetupError> {
-    if net.netns().is_none() {
-        // The machine's own namespace is the administrator's: say what is missing, change
-        // nothing.
-        if std::fs::read_to_string(FORWARDING).is_ok_and(|v| v.trim() == "0") {
-            tracing::warn!(
-                "net.ipv4.ip_forward is 0: pods on other nodes cannot reach this node's pods \
-                 (enable it with `sysctl -w net.ipv4.ip_forward=1`)"
-            );
-        }
+    // Pods reach Services (DNAT back onto the bridge) and other nodes' pods through this
+    // host, so a node cannot work without forwarding. Docker, flannel and kube-proxy turn it
+    // on in the machine's own namespace as well; say so when we do. A new namespace starts
+    // with it off, and /proc/sys/net shows the namespace of the thread that opens it, hence
+    // the write from a thread inside the namespace.
+    let was_off = net
+        .run(|| std::fs::read_to_string(FORWARDING).is_ok_and(|v| v.trim() == "0"))
+        .map_err(|e| SetupError(e.to_string()))?;
+    if !was_off {
         return Ok(());
     }
-    // A new namespace starts with forwarding off. /proc/sys/net shows the namespace of the
-    // thread that opens it, so the write happens on a thread inside the namespace.
     net.run(|| std::fs::write(FORWARDING, "1"))
         .map_err(|e| SetupError(e.to_string()))?
-        .map_err(|e| SetupError(format!("enabling IPv4 forwarding ({FORWARDING}): {e}")))
+        .map_err(|e| SetupError(format!("enabling IPv4 forwarding ({FORWARDING}): {e}")))?;
+    if net.netns().is_none() {
+        tracing::info!("enabled net.ipv4.ip_forward: pods reach Services and other nodes' pods through this host");
+    }
+    Ok(())
 }
 
 /// Without a route covering the Service range (a namespace with no default route), a
