@@ -490,7 +490,8 @@ fn send_keyed<K: Resource>(shared: &Shared<K>, change: &Change<K>) {
 
 /// One informer per kind per process, shared by every actor the process hosts, so 150,000
 /// pods are cached once however many actors read them. Every informer it makes is indexed by
-/// controller owner uid (`owner`) and, where the kind has one, by `spec.nodeName`.
+/// controller owner uid (`owner`), orphans by namespace (`orphans`) and, where the kind has
+/// one, by `spec.nodeName`.
 #[derive(Clone)]
 pub struct InformerFactory {
     store: Store,
@@ -499,6 +500,9 @@ pub struct InformerFactory {
 
 pub const INDEX_OWNER: &str = "owner";
 pub const INDEX_NODE: &str = "spec.nodeName";
+/// Objects without a controller, by namespace: what a controller may adopt, found without
+/// scanning every object of the namespace.
+pub const INDEX_ORPHANS: &str = "orphans";
 
 impl InformerFactory {
     pub fn new(store: Store) -> Self {
@@ -525,6 +529,14 @@ impl InformerFactory {
                     .controller_ref()
                     .map(|r| vec![r.uid.clone()])
                     .unwrap_or_default()
+            })
+            .index(INDEX_ORPHANS, |obj: &K| {
+                let meta = obj.meta();
+                if meta.controller_ref().is_none() {
+                    vec![meta.namespace.clone()]
+                } else {
+                    Vec::new()
+                }
             })
             .index(INDEX_NODE, |obj: &K| {
                 obj.field_value(INDEX_NODE)

@@ -23,7 +23,10 @@ pub struct Tunables {
     /// First delay before a Job retries after a failed pod; doubles per failure.
     pub job_backoff_base: Duration,
     pub job_backoff_max: Duration,
-    /// Workers per controller.
+    /// Workers per controller. A ReplicaSet's creates go out in slow-start rounds that each
+    /// wait for their slowest create, so under a loaded API a worker is mostly waiting: with
+    /// 4, thirty 1,000-replica Deployments were created at 680 pods/s while the same API took
+    /// 930 direct pod creates/s. Reconciles of different objects are independent.
     pub concurrency: usize,
     /// Periodic resync of every controller (a safety net; changes drive the work).
     pub resync: Duration,
@@ -36,7 +39,7 @@ impl Default for Tunables {
             default_unreachable_toleration: Duration::from_secs(5),
             job_backoff_base: Duration::from_secs(10),
             job_backoff_max: Duration::from_secs(360),
-            concurrency: 4,
+            concurrency: 16,
             resync: Duration::from_secs(60),
         }
     }

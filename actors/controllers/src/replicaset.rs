@@ -149,12 +149,12 @@ fn candidates(rs: &ReplicaSet, ctx: &Ctx) -> Vec<Arc<Pod>> {
         .filter(|s| !s.is_empty())
         .and_then(|s| s.to_selector().ok());
     if let Some(selector) = selector {
-        let orphans = ctx.pods.list(Some(&rs.metadata.namespace), &selector);
-        pods.extend(
-            orphans
-                .into_iter()
-                .filter(|p| p.metadata.controller_ref().is_none()),
-        );
+        let orphans = ctx
+            .pods
+            .by_index(shoal_bus::informer::INDEX_ORPHANS, &rs.metadata.namespace);
+        pods.extend(orphans.into_iter().filter(|p| {
+            p.metadata.controller_ref().is_none() && selector.matches(&p.metadata.labels)
+        }));
     }
     pods
 }
