@@ -2,27 +2,17 @@
 //! (a node's pods) hears every change that touches that value, before or after the change,
 //! and nothing else; one that falls behind is told to resync instead of silently missing.
 
+mod common;
+
 use std::time::Duration;
 
 use bus_schemas::kinds::Pod;
 use bus_schemas::{codec, subjects};
+use common::setup;
 use shoal_bus::informer::INDEX_NODE;
-use shoal_bus::natsd::Natsd;
-use shoal_bus::store::{ensure_stream, EventType, StreamSettings, WriteMeta};
+use shoal_bus::store::{EventType, WriteMeta};
 use shoal_bus::{InformerFactory, Store};
 use tokio::sync::broadcast::error::RecvError;
-
-async fn setup(dir: &std::path::Path) -> (Natsd, Store) {
-    let natsd = Natsd::start_in(dir).await.expect("nats-server starts");
-    let nats = shoal_bus::connect(&natsd.url(), "test").await.unwrap();
-    ensure_stream(
-        &async_nats::jetstream::new(nats.clone()),
-        &StreamSettings::default(),
-    )
-    .await
-    .unwrap();
-    (natsd, Store::open(nats).await.unwrap())
-}
 
 async fn put(store: &Store, name: &str, node: &str, event: EventType) -> u64 {
     let subject = subjects::object("pod", "default", name);

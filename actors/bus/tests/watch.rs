@@ -2,26 +2,17 @@
 //! (which also disconnects the client) without losing or repeating an event, and
 //! "list at N, then watch from N+1" reproduces the log exactly while writers keep writing.
 
+mod common;
+
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use bus_schemas::subjects;
+use common::setup;
 use shoal_bus::natsd::Natsd;
-use shoal_bus::store::{ensure_stream, EventType, StreamSettings, WriteMeta};
+use shoal_bus::store::{EventType, WriteMeta};
 use shoal_bus::watch::RawWatch;
 use shoal_bus::Store;
-
-async fn setup(dir: &std::path::Path) -> (Natsd, Store) {
-    let natsd = Natsd::start_in(dir).await.expect("nats-server starts");
-    let nats = shoal_bus::connect(&natsd.url(), "test").await.unwrap();
-    ensure_stream(
-        &async_nats::jetstream::new(nats.clone()),
-        &StreamSettings::default(),
-    )
-    .await
-    .unwrap();
-    (natsd, Store::open(nats).await.unwrap())
-}
 
 /// Writes one version of `name`, retrying while the server is away.
 async fn write(store: &Store, name: &str, value: u32) -> u64 {

@@ -651,10 +651,11 @@ impl Runner {
         let node = node.to_string();
         let base = view.revision;
         tokio::spawn(async move {
-            let outcome = {
-                let _permit = permits.clone().acquire_owned().await;
-                bind::write_allocation(&api, &node, &next, create).await
-            };
+            // One permit covers the record write and the binds it admits: were the binds to
+            // queue for permits of their own behind newer record writes, a flooded API would
+            // hold them past the bind window and every admission would be wasted.
+            let permit = permits.acquire_owned().await;
+            let outcome = bind::write_allocation(&api, &node, &next, create).await;
             let written = matches!(outcome, AllocOutcome::Written(_));
             let written_at = Instant::now();
             let batch_keys = valid.iter().map(|b| b.key.clone()).collect();
@@ -668,10 +669,8 @@ impl Runner {
                 return;
             }
             let binds = valid.into_iter().map(|b| {
-                let (api, permits, reports, node) =
-                    (api.clone(), permits.clone(), reports.clone(), node.clone());
+                let (api, reports, node) = (api.clone(), reports.clone(), node.clone());
                 async move {
-                    let _permit = permits.acquire_owned().await;
                     // Past the window other schedulers may already ignore our entry.
                     let outcome = if written_at.elapsed() > ledger::BIND_WINDOW {
                         BindOutcome::Failed("bind window passed before the bind was sent".into())
@@ -686,6 +685,7 @@ impl Runner {
                 }
             });
             futures::future::join_all(binds).await;
+            drop(permit);
         });
     }
 

@@ -1,0 +1,17 @@
+//! What the bus tests share: a real nats-server in a directory, with the state stream.
+
+use shoal_bus::natsd::Natsd;
+use shoal_bus::store::{ensure_stream, StreamSettings};
+use shoal_bus::Store;
+
+pub async fn setup(dir: &std::path::Path) -> (Natsd, Store) {
+    let natsd = Natsd::start_in(dir).await.expect("nats-server starts");
+    let nats = shoal_bus::connect(&natsd.url(), "test").await.unwrap();
+    ensure_stream(
+        &async_nats::jetstream::new(nats.clone()),
+        &StreamSettings::default(),
+    )
+    .await
+    .unwrap();
+    (natsd, Store::open(nats).await.unwrap())
+}
