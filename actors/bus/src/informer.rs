@@ -100,9 +100,12 @@ struct Shared<K> {
     synced_tx: watch::Sender<bool>,
     changes: broadcast::Sender<Change<K>>,
     /// Subscribers to the changes of one index value (e.g. the pods of one node).
-    keyed: RwLock<HashMap<(&'static str, String), Vec<KeyedSender<K>>>>,
+    keyed: RwLock<KeyedSubscribers<K>>,
     failed: RwLock<Option<String>>,
 }
+
+/// Subscribers by (index name, value).
+type KeyedSubscribers<K> = HashMap<(&'static str, String), Vec<KeyedSender<K>>>;
 
 /// How many changes a keyed subscriber may fall behind before it must resync from the cache.
 const KEYED_CAPACITY: usize = 1024;

@@ -124,6 +124,9 @@ fn the_ruleset_loads_replaces_itself_and_a_broken_one_changes_nothing() {
 fn the_node_network_is_prepared_and_the_uplink_is_watched() {
     let ns = Netns::new();
     let net = HostNet::new(Some(ns.path()));
+    // Whether a new namespace starts forwarding depends on the machine (it may inherit the
+    // initial namespace's setting): start from off, whatever it was.
+    ns.sh("echo 0 > /proc/sys/net/ipv4/ip_forward");
     assert_eq!(ns.sh("cat /proc/sys/net/ipv4/ip_forward").trim(), "0");
     let service_cidr = ProxyConfig::default().service_cidr.parse().unwrap();
     shoal_agent::netsetup::prepare(&net, service_cidr).expect("prepared");

@@ -115,7 +115,7 @@ fn up_keeps_state_across_a_restart() {
 
 #[test]
 fn a_data_dir_whose_state_stream_vanished_is_refused() {
-    let (dir, port, url, mut up) = running_cluster();
+    let (dir, port, _, mut up) = running_cluster();
     stop(&mut up);
     std::fs::remove_dir_all(dir.path().join("nats/jetstream")).unwrap();
 

@@ -161,7 +161,6 @@ mod harness {
                     informers: &net.cluster.informers,
                 };
                 let started: Vec<Box<dyn Any>> = options.per_host.iter().map(|p| p(&ctx)).collect();
-                drop(ctx);
                 net._plugins.extend(started);
                 let mut cluster_dns = options.cluster_dns.clone();
                 if options.dns {
