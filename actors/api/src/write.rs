@@ -201,7 +201,11 @@ impl ApiServer {
         let meta = obj.meta_mut();
         meta.namespace = default_namespace::<K>(&meta.namespace);
         if meta.name.is_empty() && !meta.generate_name.is_empty() {
-            meta.name = format!("{}{}", meta.generate_name, random_suffix());
+            meta.name = format!(
+                "{}{}",
+                meta.generate_name,
+                generated_suffix(req.request_id.as_deref())
+            );
         }
         meta.uid = uuid::Uuid::new_v4().to_string();
         meta.creation_timestamp = Some(Utc::now());
@@ -573,10 +577,25 @@ fn ready_to_remove<K: Resource>(obj: &K) -> bool {
     meta.deletion_timestamp.is_some() && meta.finalizers.is_empty() && !admission::awaits_node(obj)
 }
 
-fn random_suffix() -> String {
+/// The suffix of a generated name. A retried request (same request id, possibly answered
+/// by another API replica) must land on the same name, or a create that timed out at the
+/// client but was stored becomes a second object; so the suffix comes from the request id
+/// when there is one (FNV-1a: stable across processes and versions), at random otherwise.
+fn generated_suffix(request_id: Option<&str>) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let id = uuid::Uuid::new_v4();
-    id.as_bytes()[..5]
+    let bytes: [u8; 8] = match request_id {
+        Some(id) => id
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+            .to_le_bytes(),
+        None => {
+            let id = uuid::Uuid::new_v4();
+            id.as_bytes()[..8].try_into().unwrap_or([0; 8])
+        }
+    };
+    bytes[..5]
         .iter()
         .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
         .collect()

@@ -290,6 +290,33 @@ async fn a_retried_request_is_applied_once() {
         a.metadata.uid, b.metadata.uid,
         "the retry returns the first attempt's object"
     );
+
+    // A generated name too: the retry (maybe answered by another replica) must not become a
+    // second object under a new name.
+    let mut generated = pod("", &[]);
+    generated.metadata.generate_name = "gen-".into();
+    let body = bytes::Bytes::from(codec::to_msgpack(&generated).unwrap());
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(HEADER_REQUEST_ID, "another-fixed-request-id");
+    let subject = subjects::api("pod", Verb::Create);
+    let mut created = Vec::new();
+    for _ in 0..2 {
+        let reply = cluster
+            .nats
+            .request_with_headers(subject.clone(), headers.clone(), body.clone())
+            .await
+            .unwrap();
+        let p: Pod = codec::from_msgpack(&reply.payload).expect("created");
+        created.push((p.metadata.name, p.metadata.uid));
+    }
+    assert_eq!(created[0], created[1], "one object for one request");
+    assert!(created[0].0.starts_with("gen-") && created[0].0.len() == 9);
+    let pods = cluster
+        .api()
+        .list::<Pod>(&ListOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(pods.items.len(), 2, "`once` and one generated pod");
 }
 
 #[actix::test]
