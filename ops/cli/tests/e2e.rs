@@ -46,6 +46,12 @@ impl Drop for Cluster {
         let _ = Command::new("ip")
             .args(["link", "del", &self.bridge])
             .status();
+        // The node's Service rules outlive `shoal up` by design (like kube-proxy's), so the
+        // next start finds traffic still flowing; a test must not leave them on the machine.
+        let _ = Command::new("nft")
+            .args(["delete", "table", "ip", "shoal"])
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
