@@ -70,17 +70,23 @@ struct Cache<K> {
     indexes: HashMap<&'static str, Index<K>>,
 }
 
+/// The (index, value) pairs a change touched, for routing it to keyed subscribers.
+type Touched = Vec<(&'static str, String)>;
+
 impl<K: Resource> Cache<K> {
-    fn index_add(&mut self, key: &ObjectKey, obj: &K) {
-        for index in self.indexes.values_mut() {
+    fn index_add(&mut self, key: &ObjectKey, obj: &K, mut touched: Option<&mut Touched>) {
+        for (name, index) in self.indexes.iter_mut() {
             for value in (index.func)(obj) {
+                if let Some(t) = touched.as_deref_mut() {
+                    t.push((name, value.clone()));
+                }
                 index.entries.entry(value).or_default().insert(key.clone());
             }
         }
     }
 
-    fn index_remove(&mut self, key: &ObjectKey, obj: &K) {
-        for index in self.indexes.values_mut() {
+    fn index_remove(&mut self, key: &ObjectKey, obj: &K, mut touched: Option<&mut Touched>) {
+        for (name, index) in self.indexes.iter_mut() {
             for value in (index.func)(obj) {
                 if let Some(set) = index.entries.get_mut(&value) {
                     set.remove(key);
@@ -88,7 +94,16 @@ impl<K: Resource> Cache<K> {
                         index.entries.remove(&value);
                     }
                 }
+                if let Some(t) = touched.as_deref_mut() {
+                    t.push((name, value));
+                }
             }
+        }
+    }
+
+    fn index_values(&self, obj: &K, touched: &mut Touched) {
+        for (name, index) in &self.indexes {
+            touched.extend((index.func)(obj).into_iter().map(|v| (*name, v)));
         }
     }
 }
@@ -378,7 +393,7 @@ async fn run<K: Resource>(store: Store, filter: String, shared: Arc<Shared<K>>) 
         let mut cache = shared.cache.write().expect("informer lock");
         for raw in items {
             if let Some((key, obj)) = decode::<K>(&raw) {
-                cache.index_add(&key, &obj);
+                cache.index_add(&key, &obj, None);
                 cache.objects.insert(key, Arc::new(obj));
             }
         }
@@ -418,15 +433,20 @@ fn apply<K: Resource>(shared: &Shared<K>, raw: RawEvent) {
         return;
     };
     let new = Arc::new(obj);
+    // The index values are computed once, for the indexes and for keyed subscribers alike.
+    let route = !shared.keyed.read().expect("informer lock").is_empty();
+    let mut touched = Touched::new();
     let old = {
         let mut cache = shared.cache.write().expect("informer lock");
         let old = cache.objects.remove(&key);
         if let Some(old) = &old {
-            cache.index_remove(&key, old);
+            cache.index_remove(&key, old, route.then_some(&mut touched));
         }
         if raw.event != EventType::Deleted {
-            cache.index_add(&key, &new);
+            cache.index_add(&key, &new, route.then_some(&mut touched));
             cache.objects.insert(key.clone(), new.clone());
+        } else if route {
+            cache.index_values(&new, &mut touched);
         }
         old
     };
@@ -443,28 +463,16 @@ fn apply<K: Resource>(shared: &Shared<K>, raw: RawEvent) {
         new,
         revision: raw.revision,
     };
-    send_keyed(shared, &change);
+    if route {
+        send_keyed(shared, &change, touched);
+    }
     let _ = shared.changes.send(change);
 }
 
-fn send_keyed<K: Resource>(shared: &Shared<K>, change: &Change<K>) {
+fn send_keyed<K: Resource>(shared: &Shared<K>, change: &Change<K>, mut targets: Touched) {
     let keyed = shared.keyed.read().expect("informer lock");
-    if keyed.is_empty() {
-        return;
-    }
-    let mut targets: Vec<(&'static str, String)> = Vec::new();
-    {
-        let cache = shared.cache.read().expect("informer lock");
-        for (name, index) in &cache.indexes {
-            let mut values = (index.func)(&change.new);
-            if let Some(old) = &change.old {
-                values.extend((index.func)(old));
-            }
-            values.sort();
-            values.dedup();
-            targets.extend(values.into_iter().map(|v| (*name, v)));
-        }
-    }
+    targets.sort();
+    targets.dedup();
     let mut closed = false;
     for target in &targets {
         for sub in keyed.get(target).into_iter().flatten() {

@@ -6,7 +6,7 @@
 //! node's bridge-gateway address before the bridge (and so the address) exists.
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -26,20 +26,15 @@ impl Bound {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BindError {
-    #[error("opening network namespace {path}: {source}")]
-    OpenNetns {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("entering network namespace {path}: {source}")]
-    EnterNetns { path: PathBuf, source: nix::Error },
+    #[error("network namespace: {0}")]
+    Netns(String),
     #[error("binding {what} {addr}: {source}")]
     Socket {
         what: &'static str,
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("the thread binding in a network namespace died")]
+    #[error("the thread binding the sockets died")]
     ThreadDied,
 }
 
@@ -48,20 +43,8 @@ pub enum BindError {
 pub fn bind(addr: SocketAddr, netns: Option<&Path>) -> Result<Bound, BindError> {
     match netns {
         None => bind_here(addr),
-        Some(path) => {
-            let file = std::fs::File::open(path).map_err(|source| BindError::OpenNetns {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            let path = path.to_path_buf();
-            std::thread::spawn(move || {
-                nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
-                    .map_err(|source| BindError::EnterNetns { path, source })?;
-                bind_here(addr)
-            })
-            .join()
-            .map_err(|_| BindError::ThreadDied)?
-        }
+        Some(path) => shoal_node::probe::in_netns(path, move || bind_here(addr))
+            .map_err(|e| BindError::Netns(e.to_string()))?,
     }
 }
 
