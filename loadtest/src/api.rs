@@ -4,12 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bus_schemas::api::ListOptions;
 use bus_schemas::kinds::Pod;
 use bytes::Bytes;
 use clap::Args;
-use shoal_bus::natsd::Natsd;
 use shoal_bus::ApiClient;
 use tokio::sync::Semaphore;
 
@@ -46,13 +45,7 @@ fn pod(name: &str, i: usize) -> Pod {
 
 pub fn run(args: ApiArgs) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
-    let natsd = runtime
-        .block_on(Natsd::start_in(dir.path()))
-        .context("starting nats-server")?;
+    let (runtime, natsd) = crate::control_plane::nats_on_runtime(dir.path(), 1)?;
     let url = natsd.url();
     println!(
         "nats-server {url} with JetStream sync_interval: always (store {})",

@@ -7,6 +7,22 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use shoal_bus::store::{ensure_stream, StreamSettings};
 
+/// The generator's tokio runtime (`workers` threads) and a nats-server with its store in
+/// `dir`, started on it.
+pub fn nats_on_runtime(
+    dir: &std::path::Path,
+    workers: usize,
+) -> Result<(tokio::runtime::Runtime, shoal_bus::natsd::Natsd)> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()?;
+    let natsd = runtime
+        .block_on(shoal_bus::natsd::Natsd::start_in(dir))
+        .context("starting nats-server")?;
+    Ok((runtime, natsd))
+}
+
 pub fn start(url: &str, with_scheduler: bool) -> Result<()> {
     let url = url.to_string();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();

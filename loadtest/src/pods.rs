@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 use bus_schemas::kinds::Pod;
 use bus_schemas::subjects;
 use clap::Args;
-use shoal_bus::natsd::Natsd;
 use shoal_bus::watch::RawWatch;
 use shoal_bus::{ApiClient, Store};
 
@@ -35,13 +34,7 @@ fn pod(i: usize) -> Pod {
 
 pub fn run(args: PodsArgs) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let natsd = runtime
-        .block_on(Natsd::start_in(dir.path()))
-        .context("starting nats-server")?;
+    let (runtime, natsd) = crate::control_plane::nats_on_runtime(dir.path(), 2)?;
     let url = natsd.url();
 
     crate::control_plane::start(&url, true)?;
