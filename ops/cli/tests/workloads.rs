@@ -71,6 +71,20 @@ struct Out {
     stderr: String,
 }
 
+/// Runs `shoal ARGS` and asserts it failed with `needle` in its stderr.
+async fn fails_with(env: &Env, args: &[&str], needle: &str) -> Out {
+    let out = shoal(env, args).await;
+    assert!(!out.ok && out.stderr.contains(needle), "{}", out.stderr);
+    out
+}
+
+/// Runs `shoal ARGS` and asserts it succeeded with `needle` in its stdout.
+async fn succeeds_with(env: &Env, args: &[&str], needle: &str) -> Out {
+    let out = shoal(env, args).await;
+    assert!(out.ok && out.stdout.contains(needle), "{}", out.stdout);
+    out
+}
+
 /// Runs `shoal ARGS` against the cluster, off the test's runtime (it is a blocking wait).
 async fn shoal(env: &Env, args: &[&str]) -> Out {
     let url = env.url();
@@ -426,7 +440,7 @@ async fn scale_status_history_and_undo() {
             .replicas,
         Some(3)
     );
-    let out = shoal(
+    fails_with(
         &env,
         &[
             "scale",
@@ -437,13 +451,9 @@ async fn scale_status_history_and_undo() {
             "--current-replicas",
             "2",
         ],
+        "has 3 replicas, not the 2",
     )
     .await;
-    assert!(
-        !out.ok && out.stderr.contains("has 3 replicas, not the 2"),
-        "{}",
-        out.stderr
-    );
     assert_eq!(
         env.api
             .get::<Deployment>("default", "web")
@@ -453,12 +463,12 @@ async fn scale_status_history_and_undo() {
             .replicas,
         Some(3)
     );
-    let out = shoal(&env, &["scale", "svc/web", "--replicas", "1"]).await;
-    assert!(
-        !out.ok && out.stderr.contains("cannot scale a Service"),
-        "{}",
-        out.stderr
-    );
+    fails_with(
+        &env,
+        &["scale", "svc/web", "--replicas", "1"],
+        "cannot scale a Service",
+    )
+    .await;
     rolled_out_to(&env, "web", "shoal/web:v1").await;
     assert_eq!(live_pods(&env.api, "web").await.len(), 3);
 
@@ -471,16 +481,12 @@ async fn scale_status_history_and_undo() {
             .insert("kubernetes.io/change-cause".into(), "ship v2".into());
     })
     .await;
-    let out = shoal(
+    fails_with(
         &env,
         &["rollout", "status", "deploy/web", "--timeout", "1s"],
+        "timed out after",
     )
     .await;
-    assert!(
-        !out.ok && out.stderr.contains("timed out after"),
-        "{}",
-        out.stderr
-    );
     let out = shoal(&env, &["rollout", "status", "deploy/web", "-w=false"]).await;
     assert!(
         out.ok && out.stdout.starts_with("Waiting for deployment"),
@@ -529,16 +535,12 @@ async fn scale_status_history_and_undo() {
         out.stdout
     );
     assert!(out.stdout.contains("image: shoal/web:v1"), "{}", out.stdout);
-    let out = shoal(
+    fails_with(
         &env,
         &["rollout", "history", "deploy/web", "--revision", "9"],
+        "available revisions are 1, 2",
     )
     .await;
-    assert!(
-        !out.ok && out.stderr.contains("available revisions are 1, 2"),
-        "{}",
-        out.stderr
-    );
 
     // undo: back to the first template, which becomes revision 3.
     let out = shoal(&env, &["rollout", "undo", "deploy/web"]).await;
@@ -566,32 +568,19 @@ async fn scale_status_history_and_undo() {
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert_eq!(revisions, ["2", "3"], "{}", out.stdout);
-    let out = shoal(
+    succeeds_with(
         &env,
         &["rollout", "undo", "deploy/web", "--to-revision", "3"],
+        "skipped rollback",
     )
     .await;
-    assert!(
-        out.ok && out.stdout.contains("skipped rollback"),
-        "{}",
-        out.stdout
-    );
-    let out = shoal(
+    fails_with(
         &env,
         &["rollout", "undo", "deploy/web", "--to-revision", "7"],
+        "unable to find revision 7",
     )
     .await;
-    assert!(
-        !out.ok && out.stderr.contains("unable to find revision 7"),
-        "{}",
-        out.stderr
-    );
-    let out = shoal(&env, &["rollout", "undo", "deploy/nosuch"]).await;
-    assert!(
-        !out.ok && out.stderr.contains("not found"),
-        "{}",
-        out.stderr
-    );
+    fails_with(&env, &["rollout", "undo", "deploy/nosuch"], "not found").await;
 }
 
 #[actix::test]
@@ -631,28 +620,19 @@ async fn pause_resume_restart_and_deadline() {
     let rss = owned_replicasets(&env.api, "api").await;
     assert_eq!(rss.len(), 1, "paused: no new ReplicaSet");
     assert_eq!(image_of(&rss[0].spec.template.spec), "shoal/api:v1");
-    let out = shoal(
+    fails_with(
         &env,
         &["rollout", "status", "deploy/api", "--timeout", "30s"],
+        "is paused",
     )
     .await;
-    assert!(
-        !out.ok && out.stderr.contains("is paused"),
-        "{}",
-        out.stderr
-    );
-    let out = shoal(&env, &["rollout", "restart", "deploy/api"]).await;
-    assert!(
-        !out.ok && out.stderr.contains("resume it first"),
-        "{}",
-        out.stderr
-    );
-    let out = shoal(&env, &["rollout", "undo", "deploy/api"]).await;
-    assert!(
-        !out.ok && out.stderr.contains("resume it first"),
-        "{}",
-        out.stderr
-    );
+    fails_with(
+        &env,
+        &["rollout", "restart", "deploy/api"],
+        "resume it first",
+    )
+    .await;
+    fails_with(&env, &["rollout", "undo", "deploy/api"], "resume it first").await;
 
     // resume: the held change rolls out.
     let out = shoal(&env, &["rollout", "resume", "deploy/api"]).await;
@@ -694,22 +674,18 @@ async fn pause_resume_restart_and_deadline() {
     let mut stuck = deployment("stuck", 1, "shoal/stuck:v1");
     stuck.spec.progress_deadline_seconds = Some(1);
     env.api.create(&stuck).await.unwrap();
-    let out = shoal(
+    fails_with(
         &env,
         &["rollout", "status", "deploy/stuck", "--timeout", "60s"],
+        "exceeded its progress deadline",
     )
     .await;
-    assert!(
-        !out.ok && out.stderr.contains("exceeded its progress deadline"),
-        "{}",
-        out.stderr
-    );
-    let out = shoal(&env, &["rollout", "pause", "node/x"]).await;
-    assert!(
-        !out.ok && out.stderr.contains("not supported for nodes"),
-        "{}",
-        out.stderr
-    );
+    fails_with(
+        &env,
+        &["rollout", "pause", "node/x"],
+        "not supported for nodes",
+    )
+    .await;
 }
 
 #[actix::test]
@@ -743,12 +719,7 @@ async fn cordon_uncordon_and_drain() {
         out.stderr
     );
     assert!(!unschedulable().await);
-    let out = shoal(&env, &["cordon", "nosuch"]).await;
-    assert!(
-        !out.ok && out.stderr.contains("node \"nosuch\" not found"),
-        "{}",
-        out.stderr
-    );
+    fails_with(&env, &["cordon", "nosuch"], "node \"nosuch\" not found").await;
 
     // On worker-1: a ReplicaSet's pod (with an emptyDir), a DaemonSet's pod and a bare pod.
     let _standin = NodeStandIn::start(env.api.clone(), "worker-1", |p| {
