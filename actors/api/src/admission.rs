@@ -55,9 +55,9 @@ pub(crate) async fn admit<K: Resource>(
 }
 
 async fn check_namespace(server: &ApiServer, namespace: &str) -> Result<(), Status> {
-    match server.current::<Namespace>("", namespace).await? {
+    match server.cached_or_current::<Namespace>("", namespace).await? {
         None => Err(Status::not_found("Namespace", "", namespace)),
-        Some((ns, _)) if ns.metadata.deletion_timestamp.is_some() => Err(Status::new(
+        Some(ns) if ns.metadata.deletion_timestamp.is_some() => Err(Status::new(
             Reason::Forbidden,
             format!(
                 "namespace {namespace:?} is being terminated: no new objects may be created in it"
@@ -73,8 +73,11 @@ async fn resolve_priority(server: &ApiServer, pod: &mut Pod) -> Result<(), Statu
         pod.spec.priority.get_or_insert(0);
         return Ok(());
     }
-    match server.current::<PriorityClass>("", &class_name).await? {
-        Some((class, _)) => {
+    match server
+        .cached_or_current::<PriorityClass>("", &class_name)
+        .await?
+    {
+        Some(class) => {
             pod.spec.priority = Some(class.value);
             if pod.spec.preemption_policy.is_empty() {
                 pod.spec.preemption_policy = class.preemption_policy.clone();

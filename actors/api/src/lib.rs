@@ -31,7 +31,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use actix::Actor;
-use bus_schemas::subjects;
+use bus_schemas::{kinds, subjects};
 use shoal_bus::{InformerFactory, Store, StoreError};
 
 pub use server::{ApiServer, NODE_LEASE_NAMESPACE};
@@ -71,6 +71,13 @@ pub async fn run_with_ready(
     let informers = config
         .informers
         .unwrap_or_else(|| InformerFactory::new(store.clone()));
+    // The kinds written on every pod's path: writes start from these caches instead of a
+    // read from the log (see `ApiServer::base_for_write`), and policy checks read them.
+    informers.get::<kinds::Namespace>();
+    informers.get::<kinds::PriorityClass>();
+    informers.get::<kinds::Pod>();
+    informers.get::<kinds::Node>();
+    informers.get::<kinds::Lease>();
     let max_payload = nats.server_info().max_payload;
     let server = Arc::new(ApiServer::new(store, informers, max_payload));
     let mut subscriptions = Vec::new();

@@ -130,7 +130,7 @@ impl ApiServer {
             from_node: None,
             ..Request::new(req.subject, None, req.payload)
         };
-        if self.current::<Node>("", node).await?.is_none() {
+        if self.cached_or_current::<Node>("", node).await?.is_none() {
             match self.create_object(&anonymous, reported.clone()).await {
                 Ok(created) => return Reply::ok(&created),
                 Err(s) if s.is(Reason::AlreadyExists) => {}
@@ -147,7 +147,7 @@ impl ApiServer {
     async fn heartbeat(&self, req: &Request<'_>, node: &str) -> Result<Reply, Status> {
         let anonymous = Request::new(req.subject, None, req.payload);
         if self
-            .current::<kinds::Namespace>("", NODE_LEASE_NAMESPACE)
+            .cached_or_current::<kinds::Namespace>("", NODE_LEASE_NAMESPACE)
             .await?
             .is_none()
         {
@@ -160,8 +160,11 @@ impl ApiServer {
             }
         }
         let now = Utc::now();
-        for _ in 0..8 {
-            match self.current::<Lease>(NODE_LEASE_NAMESPACE, node).await? {
+        for attempt in 0..8 {
+            match self
+                .base_for_write::<Lease>(NODE_LEASE_NAMESPACE, node, attempt, None)
+                .await?
+            {
                 None => {
                     let mut lease = Lease::default();
                     lease.metadata.name = node.to_string();
@@ -176,7 +179,7 @@ impl ApiServer {
                         Err(s) => return Err(s),
                     }
                 }
-                Some((mut lease, _)) => {
+                Some((mut lease, _, _)) => {
                     lease.spec.renew_time = Some(now);
                     match self.update_object(&anonymous, lease, false).await {
                         Ok(updated) => return Reply::ok(&updated),

@@ -20,6 +20,8 @@ use crate::server::ApiServer;
 
 /// How many times a write without a resourceVersion is retried against newer versions.
 const MAX_UNCONDITIONAL_RETRIES: usize = 16;
+/// How many generated names a create with `generateName` tries before AlreadyExists.
+const GENERATE_NAME_ATTEMPTS: u8 = 8;
 
 pub const FINALIZER_ORPHAN: &str = "orphan";
 pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
@@ -152,6 +154,58 @@ impl ApiServer {
         }
     }
 
+    /// An object for a policy check (does the namespace exist, what is this class's value):
+    /// from this process's cache when it holds it, else from the log. A cached "absent"
+    /// is never trusted, as the object may have been created a moment ago.
+    pub(crate) async fn cached_or_current<K: Resource>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<K>, Status> {
+        let cached = self
+            .informers
+            .existing::<K>()
+            .and_then(|informer| informer.get(namespace, name));
+        match cached {
+            Some(obj) => Ok(Some(K::clone(&obj))),
+            None => Ok(self
+                .current::<K>(namespace, name)
+                .await?
+                .map(|(obj, _)| obj)),
+        }
+    }
+
+    /// The version a write starts from. The first attempt takes it from this process's cache
+    /// when the cache holds it (at the revision the client expects, if it named one): every
+    /// write is a CAS on that revision, so a stale cache costs a conflict and a retry from the
+    /// log, never a lost update, and it saves a read from the log on the hot path (binds,
+    /// status reports, ledger records). Later attempts, and anything the cache lacks, read
+    /// the log. The flag says whether the version came from the cache.
+    pub(crate) async fn base_for_write<K: Resource>(
+        &self,
+        namespace: &str,
+        name: &str,
+        attempt: usize,
+        wanted: Option<u64>,
+    ) -> Result<Option<(K, u64, bool)>, Status> {
+        if attempt == 0 {
+            let cached = self
+                .informers
+                .existing::<K>()
+                .and_then(|informer| informer.get(namespace, name));
+            if let Some(obj) = cached {
+                let revision = obj.meta().revision().unwrap_or(0);
+                if revision > 0 && wanted.is_none_or(|w| w == revision) {
+                    return Ok(Some((K::clone(&obj), revision, true)));
+                }
+            }
+        }
+        Ok(self
+            .current::<K>(namespace, name)
+            .await?
+            .map(|(obj, revision)| (obj, revision, false)))
+    }
+
     /// Writes `obj` with CAS against `expected`; returns the stored object.
     async fn put<K: Resource>(
         &self,
@@ -196,17 +250,35 @@ impl ApiServer {
     pub(crate) async fn create_object<K: Resource>(
         &self,
         req: &Request<'_>,
-        mut obj: K,
+        obj: K,
     ) -> Result<K, Status> {
-        let meta = obj.meta_mut();
-        meta.namespace = default_namespace::<K>(&meta.namespace);
-        if meta.name.is_empty() && !meta.generate_name.is_empty() {
+        let meta = obj.meta();
+        if !(meta.name.is_empty() && !meta.generate_name.is_empty()) {
+            return self.create_named(req, obj).await;
+        }
+        // Five characters collide now and then (about once in 30,000 names of one prefix);
+        // the next candidate follows from the request id too, so a retried request walks
+        // the same names and finds its own earlier write.
+        let mut last = None;
+        for attempt in 0..GENERATE_NAME_ATTEMPTS {
+            let mut candidate = obj.clone();
+            let meta = candidate.meta_mut();
             meta.name = format!(
                 "{}{}",
                 meta.generate_name,
-                generated_suffix(req.request_id.as_deref())
+                generated_suffix(req.request_id.as_deref(), attempt)
             );
+            match self.create_named(req, candidate).await {
+                Err(status) if status.is(Reason::AlreadyExists) => last = Some(status),
+                done => return done,
+            }
         }
+        Err(last.unwrap_or_else(|| Status::internal("no name generated")))
+    }
+
+    async fn create_named<K: Resource>(&self, req: &Request<'_>, mut obj: K) -> Result<K, Status> {
+        let meta = obj.meta_mut();
+        meta.namespace = default_namespace::<K>(&meta.namespace);
         meta.uid = uuid::Uuid::new_v4().to_string();
         meta.creation_timestamp = Some(Utc::now());
         meta.deletion_timestamp = None;
@@ -282,8 +354,13 @@ impl ApiServer {
                 )],
             ));
         }
-        for _ in 0..MAX_UNCONDITIONAL_RETRIES {
-            let Some((current, revision)) = self.current::<K>(&ns, &name).await? else {
+        let mut attempt = 0;
+        while attempt < MAX_UNCONDITIONAL_RETRIES {
+            attempt += 1;
+            let Some((current, revision, cached)) = self
+                .base_for_write::<K>(&ns, &name, attempt - 1, wanted_revision)
+                .await?
+            else {
                 return Err(Status::not_found(K::INFO.kind, &ns, &name));
             };
             if let Some(wanted) = wanted_revision {
@@ -300,7 +377,12 @@ impl ApiServer {
                 }
             }
             if let Some(node) = &req.from_node {
-                admission::check_node_owns::<K>(node, &current)?;
+                match admission::check_node_owns::<K>(node, &current) {
+                    Ok(()) => {}
+                    // The cache may not show the bind yet: ask the log before refusing.
+                    Err(_) if cached => continue,
+                    Err(refused) => return Err(refused),
+                }
             }
             let next = if status_only {
                 let mut next = current.clone();
@@ -318,7 +400,7 @@ impl ApiServer {
             };
             match self.write_change(req, next, &current, revision).await {
                 Ok(stored) => return Ok(stored),
-                Err(StoreError::Conflict { .. }) if wanted_revision.is_none() => continue,
+                Err(StoreError::Conflict { .. }) if wanted_revision.is_none() || cached => continue,
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),
             }
         }
@@ -403,8 +485,11 @@ impl ApiServer {
         let patch_doc: serde_json::Value = serde_json::from_str(&patch.patch)
             .map_err(|e| Status::bad_request(format!("patch is not valid JSON: {e}")))?;
         let ns = default_namespace::<K>(&patch.namespace);
-        for _ in 0..MAX_UNCONDITIONAL_RETRIES {
-            let Some((current, revision)) = self.current::<K>(&ns, &patch.name).await? else {
+        for attempt in 0..MAX_UNCONDITIONAL_RETRIES {
+            let Some((current, revision, _)) = self
+                .base_for_write::<K>(&ns, &patch.name, attempt, None)
+                .await?
+            else {
                 return Err(Status::not_found(K::INFO.kind, &ns, &patch.name));
             };
             let mut doc = serde_json::to_value(&current)
@@ -581,11 +666,12 @@ fn ready_to_remove<K: Resource>(obj: &K) -> bool {
 /// by another API replica) must land on the same name, or a create that timed out at the
 /// client but was stored becomes a second object; so the suffix comes from the request id
 /// when there is one (FNV-1a: stable across processes and versions), at random otherwise.
-fn generated_suffix(request_id: Option<&str>) -> String {
+pub fn generated_suffix(request_id: Option<&str>, attempt: u8) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let bytes: [u8; 8] = match request_id {
         Some(id) => id
             .bytes()
+            .chain(std::iter::once(attempt))
             .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
             })

@@ -320,6 +320,46 @@ async fn a_retried_request_is_applied_once() {
 }
 
 #[actix::test]
+async fn a_generated_name_that_is_taken_moves_on_to_the_next_and_a_retry_follows() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let request_id = "colliding-request-id";
+    let first_choice = format!(
+        "gen-{}",
+        shoal_api::write::generated_suffix(Some(request_id), 0)
+    );
+    let squatter = cluster
+        .api()
+        .create(&pod(&first_choice, &[]))
+        .await
+        .unwrap();
+
+    let mut generated = pod("", &[]);
+    generated.metadata.generate_name = "gen-".into();
+    let body = bytes::Bytes::from(codec::to_msgpack(&generated).unwrap());
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(HEADER_REQUEST_ID, request_id);
+    let subject = subjects::api("pod", Verb::Create);
+    let mut created = Vec::new();
+    for _ in 0..2 {
+        let reply = cluster
+            .nats
+            .request_with_headers(subject.clone(), headers.clone(), body.clone())
+            .await
+            .unwrap();
+        let p: Pod = codec::from_msgpack(&reply.payload).expect("created despite the collision");
+        created.push((p.metadata.name, p.metadata.uid));
+    }
+    assert!(created[0].0.starts_with("gen-"));
+    assert_ne!(created[0].0, first_choice, "a taken name is not reused");
+    assert_eq!(created[0], created[1], "the retry finds the same object");
+    let still: Pod = cluster.api().get("default", &first_choice).await.unwrap();
+    assert_eq!(
+        still.metadata.uid, squatter.metadata.uid,
+        "the squatter is untouched"
+    );
+}
+
+#[actix::test]
 async fn nodes_write_only_what_is_bound_to_them() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();

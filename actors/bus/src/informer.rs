@@ -527,6 +527,16 @@ impl InformerFactory {
         &self.store
     }
 
+    /// The informer for `K` if this process already runs one and its initial list is in;
+    /// never starts one (a read-through cache is only worth it where someone keeps it).
+    pub fn existing<K: Resource>(&self) -> Option<Informer<K>> {
+        let map = self.informers.lock().expect("factory lock");
+        map.get(K::INFO.kind)
+            .and_then(|existing| existing.downcast_ref::<Informer<K>>())
+            .filter(|informer| informer.is_synced())
+            .cloned()
+    }
+
     pub fn get<K: Resource>(&self) -> Informer<K> {
         let mut map = self.informers.lock().expect("factory lock");
         if let Some(existing) = map.get(K::INFO.kind) {

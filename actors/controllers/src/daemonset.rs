@@ -23,7 +23,6 @@ use shoal_bus::informer::INDEX_OWNER;
 
 use crate::context::Ctx;
 use crate::error::ReconcileError;
-use crate::events::{NORMAL, WARNING};
 use crate::podutil::{self, is_active, is_available, is_owned_by};
 
 pub const NAME: &str = "daemonset";
@@ -250,28 +249,14 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Ctx>) -> Result<Action, Reco
     for name in &d.delete {
         crate::replicaset::delete_pod(&ctx, ds.as_ref(), &ds.metadata.namespace, name).await?;
     }
-    for node in &d.create {
-        match ctx.api.create(&daemon_pod(&ds, node, &hash)).await {
-            Ok(created) => {
-                ctx.expectations.expect(&uid, created.metadata.revision());
-                ctx.events.record(
-                    ds.as_ref(),
-                    NORMAL,
-                    "SuccessfulCreate",
-                    format!("Created pod: {} on {node}", created.metadata.name),
-                );
-            }
-            Err(e) => {
-                ctx.events.record(
-                    ds.as_ref(),
-                    WARNING,
-                    "FailedCreate",
-                    format!("Error creating pod on {node}: {e}"),
-                );
-                return Err(ReconcileError::api("create", "Pod", key, e));
-            }
-        }
-    }
+    let daemons = d
+        .create
+        .iter()
+        .map(|node| daemon_pod(&ds, node, &hash))
+        .collect();
+    crate::create::create_pods(&ctx, ds.as_ref(), daemons)
+        .await
+        .map_err(|e| ReconcileError::api("create", "Pod", key.clone(), e))?;
     if d.create.is_empty() && d.delete.is_empty() && d.status != ds.status {
         let mut next = (*ds).clone();
         next.status = d.status;

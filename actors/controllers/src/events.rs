@@ -122,3 +122,43 @@ impl EventRecorder {
         }
     }
 }
+
+/// How many pod names one "created" event lists before it only counts.
+const NAMES_LISTED: usize = 5;
+
+/// The message of one event for pods created together. A ReplicaSet scaling to 1,000 would
+/// otherwise write 1,000 events, one more durable write per pod on the hottest path; one per
+/// batch says the same to whoever reads `describe`.
+pub fn created_pods_message(names: &[String]) -> String {
+    let listed = names
+        .iter()
+        .take(NAMES_LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = names.len().saturating_sub(NAMES_LISTED);
+    match (names.len(), more) {
+        (1, _) => format!("Created pod: {listed}"),
+        (n, 0) => format!("Created {n} pods: {listed}"),
+        (n, more) => format!("Created {n} pods: {listed} and {more} more"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::created_pods_message;
+
+    #[test]
+    fn one_event_names_a_batch_of_created_pods_and_counts_the_rest() {
+        let names: Vec<String> = (0..7).map(|i| format!("web-{i}")).collect();
+        assert_eq!(created_pods_message(&names[..1]), "Created pod: web-0");
+        assert_eq!(
+            created_pods_message(&names[..2]),
+            "Created 2 pods: web-0, web-1"
+        );
+        assert_eq!(
+            created_pods_message(&names),
+            "Created 7 pods: web-0, web-1, web-2, web-3, web-4 and 2 more"
+        );
+    }
+}

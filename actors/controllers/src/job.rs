@@ -361,21 +361,10 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Reconcile
     for name in &d.delete {
         crate::replicaset::delete_pod(&ctx, job.as_ref(), &job.metadata.namespace, name).await?;
     }
-    for index in &d.create {
-        let pod = job_pod(&job, *index);
-        match ctx.api.create(&pod).await {
-            Ok(created) => {
-                ctx.expectations.expect(&uid, created.metadata.revision());
-                ctx.events.record(
-                    job.as_ref(),
-                    NORMAL,
-                    "SuccessfulCreate",
-                    format!("Created pod: {}", created.metadata.name),
-                );
-            }
-            Err(e) => return Err(ReconcileError::api("create", "Pod", key, e)),
-        }
-    }
+    let pods = d.create.iter().map(|index| job_pod(&job, *index)).collect();
+    crate::create::create_pods(&ctx, job.as_ref(), pods)
+        .await
+        .map_err(|e| ReconcileError::api("create", "Pod", key.clone(), e))?;
     if let Some((type_, reason, message)) = &d.finished {
         let kind = if type_ == "Failed" { WARNING } else { NORMAL };
         ctx.events

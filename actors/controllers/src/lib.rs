@@ -18,6 +18,7 @@
 //! [`shoal_bus::leader`].
 
 pub mod context;
+pub mod create;
 pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;

@@ -14,12 +14,11 @@ use bus_schemas::kinds::{Pod, ReplicaSet};
 use bus_schemas::meta::Time;
 use bus_schemas::selector::Selector;
 use bus_schemas::Resource;
-use futures::future::join_all;
 use shoal_bus::controller::Action;
 
 use crate::context::Ctx;
 use crate::error::ReconcileError;
-use crate::events::{NORMAL, WARNING};
+use crate::events::NORMAL;
 use crate::podutil::{self, available_at, is_active, is_available, selects};
 
 pub const NAME: &str = "replicaset";
@@ -240,39 +239,9 @@ async fn create_pods(rs: &ReplicaSet, ctx: &Ctx, n: usize) -> Result<(), Reconci
         &generate,
         podutil::controller_ref(rs),
     );
-    let mut remaining = n;
-    let mut batch = 1;
-    while remaining > 0 {
-        let size = batch.min(remaining);
-        let results = join_all((0..size).map(|_| ctx.api.create(&template))).await;
-        for result in results {
-            match result {
-                Ok(pod) => {
-                    ctx.expectations
-                        .expect(&rs.metadata.uid, pod.metadata.revision());
-                    ctx.events.record(
-                        rs,
-                        NORMAL,
-                        "SuccessfulCreate",
-                        format!("Created pod: {}", pod.metadata.name),
-                    );
-                }
-                Err(e) => {
-                    ctx.events
-                        .record(rs, WARNING, "FailedCreate", format!("Error creating: {e}"));
-                    return Err(ReconcileError::api(
-                        "create",
-                        "Pod",
-                        format!("{ns}/{generate}*"),
-                        e,
-                    ));
-                }
-            }
-        }
-        remaining -= size;
-        batch *= 2;
-    }
-    Ok(())
+    crate::create::create_pods(ctx, rs, vec![template; n])
+        .await
+        .map_err(|e| ReconcileError::api("create", "Pod", format!("{ns}/{generate}*"), e))
 }
 
 pub(crate) async fn delete_pod<K: Resource>(
