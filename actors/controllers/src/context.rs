@@ -30,6 +30,12 @@ pub struct Tunables {
     pub concurrency: usize,
     /// Periodic resync of every controller (a safety net; changes drive the work).
     pub resync: Duration,
+    /// Evictions from unreachable nodes pause while more than this share of the nodes
+    /// (and at least two) are not Ready: so many failing at once is more likely the control
+    /// plane's or the network's trouble than the machines', and evicting would pile every
+    /// pod onto the few survivors while the heartbeats that would clear it wait behind the
+    /// evictions' writes (Kubernetes' full-disruption mode; its threshold is 0.55 too).
+    pub unhealthy_threshold: f64,
 }
 
 impl Default for Tunables {
@@ -41,6 +47,7 @@ impl Default for Tunables {
             job_backoff_max: Duration::from_secs(360),
             concurrency: 16,
             resync: Duration::from_secs(60),
+            unhealthy_threshold: 0.55,
         }
     }
 }
@@ -61,6 +68,7 @@ pub struct Ctx {
     pub events: EventRecorder,
     pub expectations: Expectations,
     pub tunables: Tunables,
+    pub disruption: crate::nodelifecycle::Disruption,
 }
 
 impl Ctx {
@@ -81,6 +89,7 @@ impl Ctx {
             informers,
             expectations: Expectations::default(),
             tunables,
+            disruption: Default::default(),
         })
     }
 }

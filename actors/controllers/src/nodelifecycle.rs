@@ -44,6 +44,52 @@ pub struct NodeDecision {
     pub recheck_at: Option<Time>,
 }
 
+/// Whether the cluster is so disrupted that evictions pause (see
+/// [`Tunables::unhealthy_threshold`]), judged at most once a second: every node's reconcile
+/// asks, and 5,000 nodes each counting 5,000 would cost more than the evictions.
+#[derive(Default)]
+pub struct Disruption {
+    judged: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
+}
+
+impl Disruption {
+    pub fn evictions_paused(&self, nodes: impl FnOnce() -> Vec<Arc<Node>>, threshold: f64) -> bool {
+        let mut judged = self.judged.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, paused)) = *judged {
+            if at.elapsed() < Duration::from_secs(1) {
+                return paused;
+            }
+        }
+        let nodes = nodes();
+        let paused = is_disrupted(&nodes, threshold);
+        let was = judged.map(|(_, p)| p).unwrap_or(false);
+        if paused != was {
+            if paused {
+                tracing::warn!(
+                    nodes = nodes.len(),
+                    "more than {:.0}% of the nodes are not Ready: evictions pause until fewer are (check the network and the control plane's load)",
+                    threshold * 100.0
+                );
+            } else {
+                tracing::info!("enough nodes are Ready again: evictions resume");
+            }
+        }
+        *judged = Some((std::time::Instant::now(), paused));
+        paused
+    }
+}
+
+/// More than `threshold` of the nodes, and at least two, are not Ready.
+pub fn is_disrupted(nodes: &[Arc<Node>], threshold: f64) -> bool {
+    let not_ready = nodes
+        .iter()
+        .filter(|n| {
+            find_condition(&n.status.conditions, "Ready").is_none_or(|c| c.status != "True")
+        })
+        .count();
+    not_ready >= 2 && not_ready as f64 > threshold * nodes.len() as f64
+}
+
 /// Decides a node's condition and lifecycle taints from its lease.
 pub fn decide_node(node: &Node, lease: Option<&Lease>, now: Time, grace: Duration) -> NodeDecision {
     let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::seconds(10));
@@ -190,7 +236,15 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
     // hundreds of pods, and evicting them one write at a time delays every replacement.
     let mut next_eviction: Option<Time> = None;
     let mut due = Vec::new();
-    if current.spec.taints.iter().any(|t| t.effect == "NoExecute") {
+    let paused = current.spec.taints.iter().any(|t| t.effect == "NoExecute")
+        && ctx.disruption.evictions_paused(
+            || {
+                ctx.nodes
+                    .list(None, &bus_schemas::selector::Selector::everything())
+            },
+            tunables.unhealthy_threshold,
+        );
+    if current.spec.taints.iter().any(|t| t.effect == "NoExecute") && !paused {
         for pod in ctx.pods.by_index(INDEX_NODE, &name) {
             if pod.is_terminal()
                 || (pod.metadata.is_deleting()
@@ -315,6 +369,31 @@ mod tests {
         let n = node_with_ready("True", "NodeReady");
         let d = decide_node(&n, Some(&lease(1)), podutil::now(), Duration::from_secs(10));
         assert_eq!((d.ready, d.taints), (None, None));
+    }
+
+    #[test]
+    fn evictions_pause_only_when_most_nodes_are_down() {
+        let nodes = |down: usize, up: usize| -> Vec<Arc<Node>> {
+            (0..down)
+                .map(|_| Arc::new(node_with_ready("Unknown", REASON_UNKNOWN)))
+                .chain((0..up).map(|_| Arc::new(node_with_ready("True", "NodeReady"))))
+                .collect()
+        };
+        assert!(
+            !is_disrupted(&nodes(1, 1), 0.55),
+            "one of two nodes failing is a node failure"
+        );
+        assert!(
+            !is_disrupted(&nodes(1, 0), 0.55),
+            "a lone node may fail too"
+        );
+        assert!(!is_disrupted(&nodes(10, 990), 0.55));
+        assert!(!is_disrupted(&nodes(55, 45), 0.55));
+        assert!(is_disrupted(&nodes(56, 44), 0.55));
+        assert!(
+            is_disrupted(&nodes(5000, 0), 0.55),
+            "everything down at once"
+        );
     }
 
     #[test]

@@ -159,7 +159,10 @@ impl AgentCtx {
         Ok(reply.payload)
     }
 
-    /// Writes a pod's status through the node's own subject. Returns whether it landed.
+    /// Writes a pod's status through the node's own subject. Returns whether there is
+    /// nothing left to retry: it landed, or the pod is gone (its removal is on its way to
+    /// this node's cache, and retrying would only add load to an API that may be why the
+    /// cache is behind).
     pub async fn report_pod_status(&self, pod: &Pod, status: PodStatus) -> bool {
         let mut report = Pod::default();
         report.metadata.name = pod.metadata.name.clone();
@@ -170,6 +173,10 @@ impl AgentCtx {
         };
         match self.report("pod-status", body).await {
             Ok(_) => true,
+            Err(e) if e.starts_with("404") => {
+                tracing::debug!(pod = %ObjectKey::of(pod), "pod gone before its status was written");
+                true
+            }
             Err(e) => {
                 tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod status not written; will retry");
                 false

@@ -33,6 +33,7 @@ pub fn tunables() -> Tunables {
         job_backoff_max: Duration::from_secs(2),
         concurrency: 4,
         resync: Duration::from_secs(30),
+        ..Default::default()
     }
 }
 
