@@ -9,7 +9,7 @@ use bus_schemas::kinds::{Node, Pod};
 use bus_schemas::subjects::{self, Verb, HEADER_CODE};
 use bus_schemas::{codec, Reason, Status};
 use shoal_api::local::LocalCluster;
-use shoal_bus::client::HEADER_REQUEST_ID;
+use shoal_bus::client::{HEADER_REQUEST_ID, HEADER_TIMEOUT_MS};
 use shoal_bus::ApiClient;
 
 fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
@@ -356,6 +356,46 @@ async fn a_generated_name_that_is_taken_moves_on_to_the_next_and_a_retry_follows
     assert_eq!(
         still.metadata.uid, squatter.metadata.uid,
         "the squatter is untouched"
+    );
+}
+
+#[actix::test]
+async fn a_request_its_sender_stopped_waiting_for_is_dropped_unanswered() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let subject = subjects::api("pod", Verb::Create);
+    let send = |name: &str, timeout_ms: &str| {
+        let body = bytes::Bytes::from(codec::to_msgpack(&pod(name, &[])).unwrap());
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(HEADER_TIMEOUT_MS, timeout_ms);
+        let (nats, subject) = (cluster.nats.clone(), subject.clone());
+        async move {
+            tokio::time::timeout(
+                Duration::from_millis(1500),
+                nats.request_with_headers(subject, headers, body),
+            )
+            .await
+        }
+    };
+    // A sender that waits 0 ms has stopped waiting by the time any request is started.
+    assert!(
+        send("late", "0").await.is_err(),
+        "no reply to a request nobody waits for"
+    );
+    let served = send("on-time", "5000").await;
+    assert!(matches!(served, Ok(Ok(_))), "a request in time is served");
+    let names: Vec<String> = cluster
+        .api()
+        .list::<Pod>(&ListOptions::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(
+        names,
+        vec!["on-time".to_string()],
+        "the dropped request wrote nothing"
     );
 }
 

@@ -20,6 +20,9 @@ use serde::Serialize;
 
 /// Header carrying the idempotency key of one logical request.
 pub const HEADER_REQUEST_ID: &str = "Shoal-Request-Id";
+/// How long the sender waits for this attempt (milliseconds): an API actor that could only
+/// start on it later drops it, as the sender has moved on to a retry or given up.
+pub const HEADER_TIMEOUT_MS: &str = "Shoal-Timeout-Ms";
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
@@ -140,6 +143,10 @@ impl ApiClient {
         let subject = subjects::api(kind_token, verb);
         let mut headers = HeaderMap::new();
         headers.insert(HEADER_REQUEST_ID, uuid::Uuid::new_v4().to_string().as_str());
+        headers.insert(
+            HEADER_TIMEOUT_MS,
+            self.attempt_timeout.as_millis().to_string().as_str(),
+        );
         if let Some(tp) = &self.traceparent {
             headers.insert(HEADER_TRACEPARENT, tp.as_str());
         }
