@@ -4,11 +4,12 @@
 //!
 //! NOTE: why lanes. A flood of workload writes (a 150,000-pod Deployment) used to delay node
 //! heartbeats past the node grace period; every node then went NotReady, their pods were
-//! evicted, and the evictions' writes deepened the flood. Each lane (node heartbeats and
-//! node status; pod status and other node reports; everything else) has its own bound on
-//! requests in flight, so heartbeats wait only behind heartbeats. A request that waited for
-//! its lane longer than its sender waits for the reply is dropped unanswered: the sender has
-//! retried or given up, and doing its work anyway only deepens the queue.
+//! evicted, and the evictions' writes deepened the flood. Each lane (heartbeats and node
+//! status; other node reports; creates; the rest of the API) has its own bound on requests
+//! in flight, so heartbeats wait only behind heartbeats, and binds and status reports never
+//! wait behind creates. A request that waited for its lane longer than its sender waits for
+//! the reply is dropped unanswered: the sender has retried or given up, and doing its work
+//! anyway only deepens the queue.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,12 +46,16 @@ impl Lane {
     }
 }
 
-/// The lane of a subject: 0 heartbeats and node status, 1 other node reports, 2 the API.
+/// The lane of a subject: 0 heartbeats and node status, 1 other node reports, 2 creates,
+/// 3 the rest of the API. Creates bring new work; the rest (binds, status, deletes, reads)
+/// moves existing work along, and must not wait behind a burst of new work, or work piles
+/// up half-done (pods created faster than they can be bound).
 fn lane_of(subject: &str) -> usize {
     match subject.strip_prefix("shoal.v1.node.") {
         Some(rest) if rest.ends_with(".heartbeat") || rest.ends_with(".node-status") => 0,
         Some(_) => 1,
-        None => 2,
+        None if subject.ends_with(".create") => 2,
+        None => 3,
     }
 }
 
@@ -58,7 +63,7 @@ pub struct ApiActor {
     server: Arc<ApiServer>,
     nats: async_nats::Client,
     subscriptions: Vec<async_nats::Subscriber>,
-    lanes: Arc<[Lane; 3]>,
+    lanes: Arc<[Lane; 4]>,
 }
 
 impl ApiActor {
@@ -71,14 +76,14 @@ impl ApiActor {
             server,
             nats,
             subscriptions,
-            lanes: Arc::new([Lane::new(), Lane::new(), Lane::new()]),
+            lanes: Arc::new([Lane::new(), Lane::new(), Lane::new(), Lane::new()]),
         }
     }
 }
 
 /// How often dropped requests are summed up in the log.
 const OVERLOAD_REPORT_INTERVAL: Duration = Duration::from_secs(30);
-const LANE_NAMES: [&str; 3] = ["heartbeats", "node reports", "API requests"];
+const LANE_NAMES: [&str; 4] = ["heartbeats", "node reports", "creates", "API requests"];
 
 impl ApiActor {
     fn report_overload(&self) {
@@ -187,5 +192,7 @@ mod tests {
         assert_eq!(lane_of("shoal.v1.node.n1.pod-status"), 1);
         assert_eq!(lane_of("shoal.v1.node.n1.pod-delete"), 1);
         assert_eq!(lane_of("shoal.v1.api.pod.create"), 2);
+        assert_eq!(lane_of("shoal.v1.api.pod.update"), 3);
+        assert_eq!(lane_of("shoal.v1.api.lease.update"), 3);
     }
 }
