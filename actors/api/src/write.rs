@@ -253,7 +253,8 @@ impl ApiServer {
         obj: K,
     ) -> Result<K, Status> {
         let meta = obj.meta();
-        if !(meta.name.is_empty() && !meta.generate_name.is_empty()) {
+        let generated = meta.name.is_empty() && !meta.generate_name.is_empty();
+        if !generated {
             return self.create_named(req, obj).await;
         }
         // Five characters collide now and then (about once in 30,000 names of one prefix);

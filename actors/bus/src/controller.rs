@@ -142,8 +142,16 @@ pub async fn run<K, Ctx, E, R, RFut, P>(
                     Ok(Action::RequeueAfter(d)) => queue.done(key, Ok(Some(d))),
                     Err(e) => {
                         let failures = queue.failures(&key);
-                        tracing::warn!(controller = name, object = %key, failures, error = %e,
-                            "reconcile failed");
+                        // A first failure is mostly a routine conflict of optimistic
+                        // concurrency (a cache a write behind) that the retry settles; one
+                        // that repeats is worth an operator's attention.
+                        if failures == 0 {
+                            tracing::debug!(controller = name, object = %key, error = %e,
+                                "reconcile failed; retrying");
+                        } else {
+                            tracing::warn!(controller = name, object = %key, failures, error = %e,
+                                "reconcile failed");
+                        }
                         match error_policy(&obj, &e, failures) {
                             Some(delay) => {
                                 queue.done(key.clone(), Ok(None));
