@@ -267,6 +267,28 @@ async fn bad_input_gets_status_errors_and_the_actor_keeps_serving() {
         .expect("the API still serves");
 }
 
+/// Sends one `generateName: gen-` pod create twice under `request_id` (a retry); returns
+/// the (name, uid) each attempt was answered with.
+async fn create_generated_twice(cluster: &LocalCluster, request_id: &str) -> Vec<(String, String)> {
+    let mut generated = pod("", &[]);
+    generated.metadata.generate_name = "gen-".into();
+    let body = bytes::Bytes::from(codec::to_msgpack(&generated).unwrap());
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(HEADER_REQUEST_ID, request_id);
+    let subject = subjects::api("pod", Verb::Create);
+    let mut created = Vec::new();
+    for _ in 0..2 {
+        let reply = cluster
+            .nats
+            .request_with_headers(subject.clone(), headers.clone(), body.clone())
+            .await
+            .unwrap();
+        let p: Pod = codec::from_msgpack(&reply.payload).expect("created");
+        created.push((p.metadata.name, p.metadata.uid));
+    }
+    created
+}
+
 #[actix::test]
 async fn a_retried_request_is_applied_once() {
     let cluster = LocalCluster::start().await.unwrap();
@@ -293,22 +315,7 @@ async fn a_retried_request_is_applied_once() {
 
     // A generated name too: the retry (maybe answered by another replica) must not become a
     // second object under a new name.
-    let mut generated = pod("", &[]);
-    generated.metadata.generate_name = "gen-".into();
-    let body = bytes::Bytes::from(codec::to_msgpack(&generated).unwrap());
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert(HEADER_REQUEST_ID, "another-fixed-request-id");
-    let subject = subjects::api("pod", Verb::Create);
-    let mut created = Vec::new();
-    for _ in 0..2 {
-        let reply = cluster
-            .nats
-            .request_with_headers(subject.clone(), headers.clone(), body.clone())
-            .await
-            .unwrap();
-        let p: Pod = codec::from_msgpack(&reply.payload).expect("created");
-        created.push((p.metadata.name, p.metadata.uid));
-    }
+    let created = create_generated_twice(&cluster, "another-fixed-request-id").await;
     assert_eq!(created[0], created[1], "one object for one request");
     assert!(created[0].0.starts_with("gen-") && created[0].0.len() == 9);
     let pods = cluster
@@ -333,22 +340,7 @@ async fn a_generated_name_that_is_taken_moves_on_to_the_next_and_a_retry_follows
         .await
         .unwrap();
 
-    let mut generated = pod("", &[]);
-    generated.metadata.generate_name = "gen-".into();
-    let body = bytes::Bytes::from(codec::to_msgpack(&generated).unwrap());
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert(HEADER_REQUEST_ID, request_id);
-    let subject = subjects::api("pod", Verb::Create);
-    let mut created = Vec::new();
-    for _ in 0..2 {
-        let reply = cluster
-            .nats
-            .request_with_headers(subject.clone(), headers.clone(), body.clone())
-            .await
-            .unwrap();
-        let p: Pod = codec::from_msgpack(&reply.payload).expect("created despite the collision");
-        created.push((p.metadata.name, p.metadata.uid));
-    }
+    let created = create_generated_twice(&cluster, request_id).await;
     assert!(created[0].0.starts_with("gen-"));
     assert_ne!(created[0].0, first_choice, "a taken name is not reused");
     assert_eq!(created[0], created[1], "the retry finds the same object");
