@@ -236,15 +236,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
     // hundreds of pods, and evicting them one write at a time delays every replacement.
     let mut next_eviction: Option<Time> = None;
     let mut due = Vec::new();
-    let paused = current.spec.taints.iter().any(|t| t.effect == "NoExecute")
-        && ctx.disruption.evictions_paused(
-            || {
-                ctx.nodes
-                    .list(None, &bus_schemas::selector::Selector::everything())
-            },
-            tunables.unhealthy_threshold,
-        );
-    if current.spec.taints.iter().any(|t| t.effect == "NoExecute") && !paused {
+    if current.spec.taints.iter().any(|t| t.effect == "NoExecute") {
         for pod in ctx.pods.by_index(INDEX_NODE, &name) {
             if pod.is_terminal()
                 || (pod.metadata.is_deleting()
@@ -266,6 +258,28 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
                 next_eviction = Some(next_eviction.map_or(at, |e| e.min(at)));
             }
         }
+    }
+    if !due.is_empty()
+        && ctx.disruption.evictions_paused(
+            || {
+                ctx.nodes
+                    .list(None, &bus_schemas::selector::Selector::everything())
+            },
+            tunables.unhealthy_threshold,
+        )
+    {
+        ctx.events.record(
+            &current,
+            WARNING,
+            "EvictionsPaused",
+            format!(
+                "{} pods due for eviction stay: more than {:.0}% of the nodes are not Ready, which looks like a network or control-plane failure rather than the nodes'",
+                due.len(),
+                tunables.unhealthy_threshold * 100.0
+            ),
+        );
+        due.clear();
+        next_eviction = Some(now + chrono::Duration::seconds(2));
     }
     let evictions = futures::stream::iter(due.into_iter().map(|pod| {
         let ctx = ctx.clone();

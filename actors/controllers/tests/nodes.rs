@@ -6,7 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use bus_schemas::kinds::{Lease, Node, ReplicaSet};
+use bus_schemas::api::ListOptions;
+use bus_schemas::kinds::{Event, Lease, Node, ReplicaSet};
 use bus_schemas::meta::find_condition;
 use common::*;
 use shoal_bus::leader::{LeaderElectionConfig, LeaderElector};
@@ -109,6 +110,85 @@ async fn unreachable_node_is_tainted_and_its_pods_replaced() {
     eventually("n1 ready again", T, || async {
         let n = env.api.get::<Node>("", "n1").await.unwrap();
         n.is_ready() && n.spec.taints.is_empty()
+    })
+    .await;
+    beats.abort();
+}
+
+#[actix::test]
+async fn evictions_pause_while_most_nodes_are_down_and_resume_when_they_return() {
+    let (env, _c) = env().await;
+    let nodes = ["n1", "n2", "n3"];
+    for n in nodes {
+        add_node(&env.api, n, &[]).await;
+        heartbeat(&env.api, n).await;
+    }
+    let rs: ReplicaSet = from_json(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}}}
+    }));
+    env.api.create(&rs).await.unwrap();
+    eventually("3 pods", T, || async {
+        live_pods(&env, "default", "web").len() == 3
+    })
+    .await;
+    for (p, n) in live_pods(&env, "default", "web").iter().zip(nodes) {
+        bind(&env.api, p, n).await;
+    }
+    let first: Vec<String> = live_pods(&env, "default", "web")
+        .iter()
+        .map(|p| p.metadata.name.clone())
+        .collect();
+
+    // Every node stops heartbeating at once: the controller holds the evictions back and
+    // says so on each node.
+    let paused_on = |node: &'static str| {
+        let api = env.api.clone();
+        async move {
+            api.list::<Event>(&ListOptions::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|e| e.reason == "EvictionsPaused" && e.involved_object.name == node)
+        }
+    };
+    eventually("evictions paused on every node", T, || async {
+        paused_on("n1").await && paused_on("n2").await && paused_on("n3").await
+    })
+    .await;
+    let still: Vec<String> = live_pods(&env, "default", "web")
+        .iter()
+        .map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(
+        still, first,
+        "no pod was evicted while most nodes were down"
+    );
+
+    // Two of three come back: one down node is a node failure again, and its pod moves.
+    let api = env.api.clone();
+    let beats = actix::spawn(async move {
+        loop {
+            heartbeat(&api, "n2").await;
+            heartbeat(&api, "n3").await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    eventually("n1's pod evicted and replaced", T, || async {
+        let pods = live_pods(&env, "default", "web");
+        for p in pods.iter().filter(|p| p.spec.node_name.is_empty()) {
+            bind(&env.api, p, "n2").await;
+        }
+        pods.len() == 3
+            && pods.iter().all(|p| p.spec.node_name != "n1")
+            && pods
+                .iter()
+                .filter(|p| first.contains(&p.metadata.name))
+                .count()
+                == 2
     })
     .await;
     beats.abort();
