@@ -38,6 +38,9 @@ pub enum AgentError {
     Config(String),
 }
 
+/// How long a node waits for the API to answer one of its reports.
+const REPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
 #[derive(Clone)]
 pub struct AgentConfig {
     pub node_name: String,
@@ -135,11 +138,19 @@ impl AgentCtx {
         self.poke.notify_waiters();
     }
 
+    /// Sends one report and waits at most [`REPORT_TIMEOUT`] for the answer; the API drops
+    /// a report it could only start on later, as nobody waits for it any more.
     async fn report(&self, what: &str, body: Vec<u8>) -> Result<bytes::Bytes, String> {
         let subject = subjects::node_report(&self.config.node_name, what);
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(
+            shoal_bus::client::HEADER_TIMEOUT_MS,
+            REPORT_TIMEOUT.as_millis().to_string().as_str(),
+        );
         let reply = tokio::time::timeout(
-            Duration::from_secs(10),
-            self.nats.request(subject, body.into()),
+            REPORT_TIMEOUT,
+            self.nats
+                .request_with_headers(subject, headers, body.into()),
         )
         .await
         .map_err(|_| "timed out".to_string())?
