@@ -43,7 +43,7 @@ fn start_up(dir: &Path, port: u16) -> Child {
 
 /// A `shoal up --no-node` in a fresh data dir, once it answers: (data dir, port, NATS URL,
 /// process).
-fn running_cluster() -> (tempfile::TempDir, u16, String, Child) {
+fn running_cluster() -> (tempfile::TempDir, String, Child) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let url = format!("nats://127.0.0.1:{port}");
@@ -51,7 +51,7 @@ fn running_cluster() -> (tempfile::TempDir, u16, String, Child) {
     wait_until("the cluster", Duration::from_secs(30), || {
         shoal(&url, &["get", "ns", "default"]).0
     });
-    (dir, port, url, up)
+    (dir, url, up)
 }
 
 fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
@@ -77,7 +77,7 @@ const MANIFEST: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: keep-me\n 
 
 #[test]
 fn up_keeps_state_across_a_restart() {
-    let (dir, port, url, mut up) = running_cluster();
+    let (dir, url, mut up) = running_cluster();
 
     let manifest = dir.path().join("pod.yaml");
     std::fs::write(&manifest, MANIFEST).unwrap();
@@ -94,6 +94,9 @@ fn up_keeps_state_across_a_restart() {
 
     stop(&mut up);
     assert!(!shoal(&url, &["get", "ns"]).0, "the cluster is down");
+    // A fresh port: the old one is free for any parallel test's nats-server to take now.
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}");
     let mut up = start_up(dir.path(), port);
     wait_until("the restarted cluster", Duration::from_secs(30), || {
         shoal(&url, &["get", "ns", "default"]).0
@@ -115,12 +118,18 @@ fn up_keeps_state_across_a_restart() {
 
 #[test]
 fn a_data_dir_whose_state_stream_vanished_is_refused() {
-    let (dir, port, _, mut up) = running_cluster();
+    let (dir, _, mut up) = running_cluster();
     stop(&mut up);
     std::fs::remove_dir_all(dir.path().join("nats/jetstream")).unwrap();
 
     let out = Command::new(SHOAL)
-        .args(["up", "--no-node", "--port", &port.to_string(), "--data-dir"])
+        .args([
+            "up",
+            "--no-node",
+            "--port",
+            &free_port().to_string(),
+            "--data-dir",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -134,7 +143,7 @@ fn a_data_dir_whose_state_stream_vanished_is_refused() {
 
 #[test]
 fn bad_documents_are_reported_by_index_and_nothing_is_applied() {
-    let (dir, _, url, mut up) = running_cluster();
+    let (dir, url, mut up) = running_cluster();
     let manifest = dir.path().join("mixed.yaml");
     let bad = "---\napiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec:\n  containers:\n  - {name: a, imagee: x}\n";
     std::fs::write(&manifest, format!("{MANIFEST}{bad}")).unwrap();
@@ -153,7 +162,7 @@ const SERVICE: &str = "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspe
 
 #[test]
 fn services_are_described_with_their_endpoints_and_bad_ones_refused_with_paths() {
-    let (dir, _, url, mut up) = running_cluster();
+    let (dir, url, mut up) = running_cluster();
     let manifest = dir.path().join("svc.yaml");
     std::fs::write(&manifest, SERVICE).unwrap();
     let (ok, _, err) = shoal(&url, &["apply", "-f", manifest.to_str().unwrap()]);
