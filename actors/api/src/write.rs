@@ -399,7 +399,10 @@ impl ApiServer {
                 validate(&next, Some(&current))?;
                 next
             };
-            match self.write_change(req, next, &current, revision).await {
+            match self
+                .write_change(req, next, &current, revision, cached)
+                .await
+            {
                 Ok(stored) => return Ok(stored),
                 Err(StoreError::Conflict { .. }) if wanted_revision.is_none() || cached => continue,
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),
@@ -415,18 +418,29 @@ impl ApiServer {
 
     /// Writes `next` over `current` unless nothing changed; removes the object instead when a
     /// pending deletion has no finalizers left.
+    ///
+    /// `cached` says `current` came from the cache: "nothing changed" is then only true of
+    /// the cached version, so it is answered as a conflict, and the caller's retry compares
+    /// against the log (or the request would be acknowledged without being applied).
     async fn write_change<K: Resource>(
         &self,
         req: &Request<'_>,
         mut next: K,
         current: &K,
         revision: u64,
+        cached: bool,
     ) -> Result<K, StoreError> {
         next.meta_mut().resource_version = current.meta().resource_version.clone();
         // Decided last, on the final object: defaults and admission alone are not changes.
         next.meta_mut().generation =
             current.meta().generation + i64::from(next.spec_differs(current));
         if &next == current {
+            if cached {
+                return Err(StoreError::Conflict {
+                    subject: subject_of::<K>(&current.meta().namespace, &current.meta().name),
+                    expected: revision,
+                });
+            }
             return Ok(current.clone());
         }
         if ready_to_remove(&next) {
@@ -464,7 +478,10 @@ impl ApiServer {
             if next == current {
                 return Ok(Reply::ok(&current)?.with_header(HEADER_APPLY_RESULT, "unchanged"));
             }
-            match self.write_change(req, next, &current, revision).await {
+            match self
+                .write_change(req, next, &current, revision, false)
+                .await
+            {
                 Ok(stored) => {
                     return Ok(Reply::ok(&stored)?.with_header(HEADER_APPLY_RESULT, "configured"))
                 }
@@ -487,7 +504,7 @@ impl ApiServer {
             .map_err(|e| Status::bad_request(format!("patch is not valid JSON: {e}")))?;
         let ns = default_namespace::<K>(&patch.namespace);
         for attempt in 0..MAX_UNCONDITIONAL_RETRIES {
-            let Some((current, revision, _)) = self
+            let Some((current, revision, cached)) = self
                 .base_for_write::<K>(&ns, &patch.name, attempt, None)
                 .await?
             else {
@@ -523,7 +540,10 @@ impl ApiServer {
                 validate(&next, Some(&current))?;
                 next
             };
-            match self.write_change(req, next, &current, revision).await {
+            match self
+                .write_change(req, next, &current, revision, cached)
+                .await
+            {
                 Ok(stored) => return Reply::ok(&stored),
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &patch.name, e)),
@@ -619,7 +639,10 @@ impl ApiServer {
                     admission::on_delete(&mut next);
                 }
             }
-            match self.write_change(req, next, &current, revision).await {
+            match self
+                .write_change(req, next, &current, revision, false)
+                .await
+            {
                 Ok(stored) => return Ok(stored),
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, name, e)),
