@@ -163,6 +163,79 @@ impl Tracker {
     }
 }
 
+/// Writes to the state log during the workload, by kind, counted from the caches' change
+/// streams (each change is one stored write), against the log's own sequence.
+struct WriteCounts {
+    first_revision: u64,
+    by_kind: Vec<(&'static str, Arc<std::sync::atomic::AtomicU64>)>,
+}
+
+impl WriteCounts {
+    async fn start(informers: &shoal_bus::InformerFactory, api: &ApiClient) -> WriteCounts {
+        use bus_schemas::kinds::{Event, Lease, ReplicaSet};
+        let first_revision = match shoal_bus::Store::open(api.nats().clone()).await {
+            Ok(store) => store.last_revision().await.unwrap_or(0),
+            Err(_) => 0,
+        };
+        let by_kind = vec![
+            ("Pod", count_changes(informers.get::<Pod>())),
+            ("Lease", count_changes(informers.get::<Lease>())),
+            ("ReplicaSet", count_changes(informers.get::<ReplicaSet>())),
+            ("Deployment", count_changes(informers.get::<Deployment>())),
+            ("Event", count_changes(informers.get::<Event>())),
+            ("Node", count_changes(informers.get::<Node>())),
+        ];
+        WriteCounts {
+            first_revision,
+            by_kind,
+        }
+    }
+
+    async fn report(&self, api: &ApiClient, pods: usize) {
+        let last = match shoal_bus::Store::open(api.nats().clone()).await {
+            Ok(store) => store.last_revision().await.unwrap_or(0),
+            Err(_) => 0,
+        };
+        let per_pod = |n: u64| n as f64 / pods.max(1) as f64;
+        let total = last.saturating_sub(self.first_revision);
+        let parts: Vec<String> = self
+            .by_kind
+            .iter()
+            .map(|(kind, n)| {
+                let n = n.load(std::sync::atomic::Ordering::Relaxed);
+                format!("{kind} {n} ({:.2}/pod)", per_pod(n))
+            })
+            .collect();
+        println!(
+            "state-log writes during the workload: {total} ({:.2} per pod): {}",
+            per_pod(total),
+            parts.join(", ")
+        );
+    }
+}
+
+fn count_changes<K: bus_schemas::Resource>(
+    informer: Informer<K>,
+) -> Arc<std::sync::atomic::AtomicU64> {
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut changes = informer.subscribe();
+    let counter = count.clone();
+    tokio::spawn(async move {
+        loop {
+            match changes.recv().await {
+                Ok(_) => {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(RecvError::Lagged(n)) => {
+                    counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+    count
+}
+
 /// Feeds the tracker from the shared pod cache's change stream; on lag, from the cache.
 fn spawn_tracker(pods: Informer<Pod>, tracker: Arc<Mutex<Tracker>>) {
     let mut changes = pods.subscribe();
@@ -294,6 +367,7 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
     let pods: Informer<Pod> = cp.informers.get();
     let tracker = Arc::new(Mutex::new(Tracker::default()));
     spawn_tracker(pods.clone(), tracker.clone());
+    let writes = WriteCounts::start(&cp.informers, &api).await;
     println!("\n== workload: {} pods, {:?} ==", args.pods, args.workload);
     let t0 = Utc::now();
     let start = Instant::now();
@@ -348,6 +422,7 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
         Err(e) => println!("  creates failed: {e:#}"),
     }
     let end_line = memory_line(Some(fleet.pid()));
+    writes.report(&api, args.pods).await;
     report_workload(
         args,
         &tracker.lock().expect("tracker"),

@@ -208,7 +208,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         ));
     }
     if runs(UpActor::Scheduler) {
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let (url, shutdown) = (url.clone(), shutdown.clone());
         // Schedulers need no election: any number share the cluster through the per-node
         // allocation records (docs/architecture.md).
         let config = shoal_scheduler::SchedulerConfig {
@@ -217,10 +217,19 @@ pub async fn run(args: UpArgs) -> Result<()> {
             ..Default::default()
         };
         // Deciding is CPU work: on a thread of its own it uses a second core instead of
-        // queueing behind the API's request handling.
+        // queueing behind the API's request handling. Its own connection too, made on that
+        // thread, so its binds' requests and replies are read and written there rather than
+        // on the API's thread.
         tasks.push((
             "scheduler",
             on_own_thread("scheduler", move || async move {
+                let nats = match shoal_bus::connect(&url, "shoal-up-scheduler").await {
+                    Ok(nats) => nats,
+                    Err(e) => {
+                        eprintln!("error: scheduler: connecting to {url}: {e}");
+                        return;
+                    }
+                };
                 if let Err(e) = shoal_scheduler::run(config, nats, shutdown.wait()).await {
                     eprintln!("error: scheduler: {e}");
                 }

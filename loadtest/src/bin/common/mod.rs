@@ -236,11 +236,22 @@ pub fn start_control_plane(url: String, workload_actors: bool) -> Result<Control
                         };
                         // Its own thread, as `shoal up` runs it: deciding is CPU work that
                         // must not queue behind the API's request handling.
-                        let n = nats.clone();
+                        // Its own connection, made on its thread (as `shoal up` does).
+                        let scheduler_url = url.clone();
                         std::thread::Builder::new()
                             .name("scheduler".into())
                             .spawn(move || {
                                 actix::System::new().block_on(async move {
+                                    let n =
+                                        match shoal_bus::connect(&scheduler_url, "bench-scheduler")
+                                            .await
+                                        {
+                                            Ok(n) => n,
+                                            Err(e) => {
+                                                eprintln!("scheduler cannot connect: {e}");
+                                                return;
+                                            }
+                                        };
                                     if let Err(e) =
                                         shoal_scheduler::run(config, n, std::future::pending())
                                             .await
