@@ -36,6 +36,21 @@ async fn heartbeat(api: &ApiClient, node: &str) {
     }
 }
 
+/// Creates the ReplicaSet `web` with `replicas` pods and waits until they exist.
+async fn create_web(env: &Env, replicas: usize) {
+    let rs: ReplicaSet = from_json(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}}}
+    }));
+    env.api.create(&rs).await.unwrap();
+    eventually(&format!("{replicas} pods"), T, || async {
+        live_pods(env, "default", "web").len() == replicas
+    })
+    .await;
+}
+
 #[actix::test]
 async fn unreachable_node_is_tainted_and_its_pods_replaced() {
     let (env, _c) = env().await;
@@ -51,17 +66,7 @@ async fn unreachable_node_is_tainted_and_its_pods_replaced() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     });
-    let rs: ReplicaSet = from_json(serde_json::json!({
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}}}
-    }));
-    env.api.create(&rs).await.unwrap();
-    eventually("2 pods", T, || async {
-        live_pods(&env, "default", "web").len() == 2
-    })
-    .await;
+    create_web(&env, 2).await;
     let first: Vec<String> = live_pods(&env, "default", "web")
         .iter()
         .map(|p| p.metadata.name.clone())
@@ -123,17 +128,7 @@ async fn evictions_pause_while_most_nodes_are_down_and_resume_when_they_return()
         add_node(&env.api, n, &[]).await;
         heartbeat(&env.api, n).await;
     }
-    let rs: ReplicaSet = from_json(serde_json::json!({
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}}}
-    }));
-    env.api.create(&rs).await.unwrap();
-    eventually("3 pods", T, || async {
-        live_pods(&env, "default", "web").len() == 3
-    })
-    .await;
+    create_web(&env, 3).await;
     for (p, n) in live_pods(&env, "default", "web").iter().zip(nodes) {
         bind(&env.api, p, n).await;
     }
