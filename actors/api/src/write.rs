@@ -113,8 +113,10 @@ fn validate<K: Resource>(obj: &K, old: Option<&K>) -> Result<(), Status> {
 }
 
 impl ApiServer {
-    /// The stored version if the newest write of this object was this very request (a retry
-    /// whose first attempt succeeded but whose reply was lost).
+    /// The version this very request stored, if the log still keeps it: the answer to a
+    /// retry whose first attempt succeeded but whose reply was lost. Not only the newest
+    /// version: by the time a create is retried, a scheduler may already have written the
+    /// pod again (found by a test killing an API replica under load).
     async fn own_earlier_attempt<K: Resource>(
         &self,
         req: &Request<'_>,
@@ -122,15 +124,20 @@ impl ApiServer {
         name: &str,
     ) -> Option<K> {
         let id = req.request_id.as_deref()?;
-        let raw = self
-            .store
-            .get_raw(&subject_of::<K>(namespace, name))
-            .await
-            .ok()??;
-        if raw.request_id.as_deref() != Some(id) {
-            return None;
-        }
-        decode_stored::<K>(&raw).ok()
+        let subject = subject_of::<K>(namespace, name);
+        let newest = self.store.get_raw(&subject).await.ok()??;
+        let mine = if newest.request_id.as_deref() == Some(id) {
+            newest
+        } else {
+            self.store
+                .history(&subject)
+                .await
+                .ok()?
+                .into_iter()
+                .rev()
+                .find(|raw| raw.request_id.as_deref() == Some(id))?
+        };
+        decode_stored::<K>(&mine).ok()
     }
 
     /// Current live version of an object, with its revision; None if absent or deleted.

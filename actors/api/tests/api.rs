@@ -327,6 +327,46 @@ async fn a_retried_request_is_applied_once() {
 }
 
 #[actix::test]
+async fn a_retried_create_is_recognised_after_someone_else_wrote_the_object() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let subject = subjects::api("pod", Verb::Create);
+    let body = bytes::Bytes::from(codec::to_msgpack(&pod("busy", &[])).unwrap());
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(HEADER_REQUEST_ID, "create-busy");
+    let first = cluster
+        .nats
+        .request_with_headers(subject.clone(), headers.clone(), body.clone())
+        .await
+        .unwrap();
+    let first: Pod = codec::from_msgpack(&first.payload).unwrap();
+    // Before the retry arrives, someone else (a scheduler, say) writes the pod.
+    let mut touched = first.clone();
+    touched.metadata.labels.insert("seen".into(), "yes".into());
+    cluster.api().update(&touched).await.unwrap();
+
+    let retry = cluster
+        .nats
+        .request_with_headers(subject, headers, body)
+        .await
+        .unwrap();
+    assert!(
+        retry
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(HEADER_CODE))
+            .is_none(),
+        "the retry is answered as the create it repeats, not as a conflict: {:?}",
+        codec::from_msgpack::<Status>(&retry.payload).map(|s| s.message)
+    );
+    let retried: Pod = codec::from_msgpack(&retry.payload).unwrap();
+    assert_eq!(retried.metadata.uid, first.metadata.uid);
+    assert_eq!(
+        retried.metadata.resource_version, first.metadata.resource_version,
+        "the answer is what the first attempt wrote"
+    );
+}
+
+#[actix::test]
 async fn a_generated_name_that_is_taken_moves_on_to_the_next_and_a_retry_follows() {
     let cluster = LocalCluster::start().await.unwrap();
     let request_id = "colliding-request-id";

@@ -221,6 +221,35 @@ impl Store {
         }
     }
 
+    /// Every version the log still keeps under `subject` (at most [`VERSIONS_KEPT`]),
+    /// oldest first. For the rare questions the newest version cannot answer, such as
+    /// "did this request write any of them?".
+    pub async fn history(&self, subject: &str) -> Result<Vec<RawEvent>, StoreError> {
+        let mut versions = Vec::new();
+        let mut from = 1;
+        loop {
+            match self
+                .stream
+                .direct_get_next_for_subject(subject, Some(from))
+                .await
+            {
+                Ok(msg) => {
+                    from = msg.sequence + 1;
+                    versions.push(raw_from_stored(
+                        msg.subject.to_string(),
+                        msg.sequence,
+                        &msg.headers,
+                        msg.payload,
+                    ));
+                }
+                Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound) => {
+                    return Ok(versions)
+                }
+                Err(e) => return Err(StoreError::unavailable(e)),
+            }
+        }
+    }
+
     /// Appends a version of an object, only if the subject's last revision is `expected`
     /// (0: the subject holds nothing yet).
     ///
