@@ -96,3 +96,20 @@ impl LocalCluster {
         ApiClient::new(self.nats.clone())
     }
 }
+
+/// Polls `check` every 50 ms until it returns true; panics with `what` after `timeout`.
+/// How tests wait for a condition instead of sleeping a guessed time.
+pub async fn eventually<F, Fut>(what: &str, timeout: std::time::Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while !check().await {
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

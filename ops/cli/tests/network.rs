@@ -22,6 +22,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use shoal_api::local::eventually;
+
 use bus_schemas::kinds::{Endpoints, Node, Pod, Service};
 use bus_schemas::meta::find_condition;
 
@@ -429,21 +431,6 @@ fn service(name: &str, app: &str) -> Service {
     }))
 }
 
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !check().await {
-        assert!(
-            start.elapsed() < T,
-            "timed out after {T:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn ready_pods(net: &NetCluster, names: &[&str]) -> BTreeMap<String, Pod> {
     let start = Instant::now();
     let mut pods = BTreeMap::new();
@@ -579,7 +566,7 @@ async fn web_service(net: &NetCluster) -> (String, BTreeMap<String, Pod>) {
     let svc = net.api.create(&service("web", "web")).await.unwrap();
     let pods = ready_pods(net, &["web-0", "web-1", "web-2", "web-3", "client"]).await;
     let want = sorted_ips(pods.values().filter(|p| p.metadata.name != "client"));
-    eventually("all four pods in the endpoints", || async {
+    eventually("all four pods in the endpoints", T, || async {
         ready_endpoints(net, "web").await == want
     })
     .await;
@@ -598,6 +585,7 @@ async fn rules_mention(net: &NetCluster, i: usize, ip: &str, present: bool) {
             "node {i}'s rules {} {ip}",
             if present { "with" } else { "without" }
         ),
+        T,
         || {
             let hostnet = hostnet.clone();
             let ip = format!("{ip} . 8080");
@@ -670,7 +658,7 @@ async fn a_cluster_ip_spreads_requests_and_follows_readiness_and_labels() {
     sticky.spec.session_affinity = "ClientIP".into();
     let sticky = net.api.create(&sticky).await.unwrap();
     let sticky_url = format!("http://{}/", sticky.spec.cluster_ip);
-    eventually("the sticky Service answers", || async {
+    eventually("the sticky Service answers", T, || async {
         requests(&net, "client", &sticky_url, 1).await != ["FAIL"]
     })
     .await;
@@ -721,7 +709,7 @@ async fn a_cluster_ip_spreads_requests_and_follows_readiness_and_labels() {
     // A Service without ready pods refuses at once instead of timing out.
     let empty = net.api.create(&service("empty", "nobody")).await.unwrap();
     let cip_empty = empty.spec.cluster_ip.clone();
-    eventually("the empty Service's rules", || async {
+    eventually("the empty Service's rules", T, || async {
         let reply = net
             .exec(
                 "client",
@@ -866,7 +854,7 @@ async fn a_cluster_ip_spreads_requests_and_follows_readiness_and_labels() {
 
 /// Waits until the client's load log (see the readiness test) satisfies `ok`.
 async fn wait_load_log(net: &NetCluster, what: &str, ok: impl Fn(&str) -> bool) {
-    eventually(what, || async {
+    eventually(what, T, || async {
         let out = net
             .exec(
                 "client",
@@ -924,7 +912,7 @@ async fn a_node_cut_off_the_network_leaves_the_service_to_the_survivors() {
     let cut_at = Instant::now();
     net.fabric.cut(1).expect("cut node 1's link");
     let node1 = net.nodes[1].name.clone();
-    eventually("node 1 NotReady with NetworkUnavailable", || async {
+    eventually("node 1 NotReady with NetworkUnavailable", T, || async {
         net.api.get::<Node>("", &node1).await.is_ok_and(|n| {
             let ready = find_condition(&n.status.conditions, "Ready");
             let unavailable = find_condition(&n.status.conditions, "NetworkUnavailable");
@@ -935,7 +923,7 @@ async fn a_node_cut_off_the_network_leaves_the_service_to_the_survivors() {
     .await;
     let not_ready_after = cut_at.elapsed();
     let survivors = sorted_ips([&pods["web-0"], &pods["web-1"]]);
-    eventually("only node 0's pods in the endpoints", || async {
+    eventually("only node 0's pods in the endpoints", T, || async {
         ready_endpoints(&net, "web").await == survivors
     })
     .await;
@@ -963,7 +951,7 @@ async fn a_node_cut_off_the_network_leaves_the_service_to_the_survivors() {
     // The link comes back: so does the node, and its pods serve again.
     net.fabric.restore(1).expect("restore node 1's link");
     let all = sorted_ips(pods.values().filter(|p| p.metadata.name != "client"));
-    eventually("all four pods back in the endpoints", || async {
+    eventually("all four pods back in the endpoints", T, || async {
         ready_endpoints(&net, "web").await == all
     })
     .await;

@@ -5,12 +5,13 @@
 //! confirmed stopped, a [`NodeStandIn`] writes that through the API in their place, only to
 //! drive the controllers the commands talk to.
 
-use std::future::Future;
 use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use shoal_api::local::eventually;
 
 use bus_schemas::api::{DeleteOptions, ListOptions};
 use bus_schemas::kinds::pod::{ContainerState, ContainerStateRunning, ContainerStatus};
@@ -106,21 +107,6 @@ async fn shoal(env: &Env, args: &[&str]) -> Out {
     })
     .await
     .unwrap()
-}
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !check().await {
-        assert!(
-            start.elapsed() < T,
-            "timed out after {T:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn from_json<K: Resource>(v: serde_json::Value) -> K {
@@ -612,7 +598,7 @@ async fn pause_resume_restart_and_deadline() {
         d.spec.template.spec.containers[0].image = "shoal/api:v2".into()
     })
     .await;
-    eventually("the controller to observe the paused change", || async {
+    eventually("the controller to observe the paused change", T, || async {
         let d = env.api.get::<Deployment>("default", "api").await.unwrap();
         d.status.observed_generation >= d.metadata.generation
     })
@@ -764,7 +750,7 @@ async fn cordon_uncordon_and_drain() {
         }
     };
     for app in ["cache", "agent", "bare"] {
-        eventually(&format!("the {app} pod ready on worker-1"), || {
+        eventually(&format!("the {app} pod ready on worker-1"), T, || {
             ready_on_node(app)
         })
         .await;
@@ -875,7 +861,7 @@ async fn cordon_uncordon_and_drain() {
         .await
         .unwrap_err()
         .is_not_found());
-    eventually("the ReplicaSet's replacement pod, unbound", || async {
+    eventually("the ReplicaSet's replacement pod, unbound", T, || async {
         let pods = live_pods(&env.api, "cache").await;
         pods.len() == 1 && pods[0].metadata.name != cache_pod && pods[0].spec.node_name.is_empty()
     })

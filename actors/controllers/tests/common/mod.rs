@@ -6,9 +6,8 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::{Node, Pod};
@@ -76,23 +75,7 @@ pub async fn env() -> (Env, Controllers) {
     (Env { cluster, api }, controllers)
 }
 
-/// Polls `check` until it returns true, panicking with `what` after `timeout`.
-pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if check().await {
-            return;
-        }
-        if start.elapsed() > timeout {
-            panic!("timed out after {timeout:?} waiting for: {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use shoal_api::local::eventually;
 
 pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs

@@ -5,10 +5,9 @@
 
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bus_schemas::api::DeleteOptions;
 use bus_schemas::Resource;
@@ -66,23 +65,7 @@ pub async fn env() -> Env {
     }
 }
 
-/// Polls `check` until it returns true, panicking with `what` after `timeout`.
-pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if check().await {
-            return;
-        }
-        if start.elapsed() > timeout {
-            panic!("timed out after {timeout:?} waiting for: {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use shoal_api::local::eventually;
 
 pub fn from_json<K: Resource>(v: serde_json::Value) -> K {
     serde_json::from_value(v).expect("fixture")
