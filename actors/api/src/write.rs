@@ -161,6 +161,11 @@ impl ApiServer {
         }
     }
 
+    /// The object as this process's cache holds it, if a synced cache of its kind runs here.
+    fn cached<K: Resource>(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<K>> {
+        self.informers.existing::<K>()?.get(namespace, name)
+    }
+
     /// An object for a policy check (does the namespace exist, what is this class's value):
     /// from this process's cache when it holds it, else from the log. A cached "absent"
     /// is never trusted, as the object may have been created a moment ago.
@@ -169,11 +174,7 @@ impl ApiServer {
         namespace: &str,
         name: &str,
     ) -> Result<Option<K>, Status> {
-        let cached = self
-            .informers
-            .existing::<K>()
-            .and_then(|informer| informer.get(namespace, name));
-        match cached {
+        match self.cached::<K>(namespace, name) {
             Some(obj) => Ok(Some(K::clone(&obj))),
             None => Ok(self
                 .current::<K>(namespace, name)
@@ -196,11 +197,7 @@ impl ApiServer {
         wanted: Option<u64>,
     ) -> Result<Option<(K, u64, bool)>, Status> {
         if attempt == 0 {
-            let cached = self
-                .informers
-                .existing::<K>()
-                .and_then(|informer| informer.get(namespace, name));
-            if let Some(obj) = cached {
+            if let Some(obj) = self.cached::<K>(namespace, name) {
                 let revision = obj.meta().revision().unwrap_or(0);
                 if revision > 0 && wanted.is_none_or(|w| w == revision) {
                     return Ok(Some((K::clone(&obj), revision, true)));
