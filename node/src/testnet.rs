@@ -168,25 +168,22 @@ impl Fabric {
 
     /// Cuts host `i` off the fabric (its switch port goes down: the host sees no carrier).
     pub fn cut(&self, i: usize) -> Result<()> {
-        ip(&[
-            "-n",
-            &self.netns,
-            "link",
-            "set",
-            &self.hosts[i].fabric_port,
-            "down",
-        ])
+        self.set_fabric_port(i, "down")
     }
 
     /// Reconnects host `i`.
     pub fn restore(&self, i: usize) -> Result<()> {
+        self.set_fabric_port(i, "up")
+    }
+
+    fn set_fabric_port(&self, i: usize, state: &str) -> Result<()> {
         ip(&[
             "-n",
             &self.netns,
             "link",
             "set",
             &self.hosts[i].fabric_port,
-            "up",
+            state,
         ])
     }
 }
