@@ -16,7 +16,7 @@ use crate::events::{self, NORMAL, WARNING};
 pub async fn create_pods<K: Resource>(
     ctx: &Ctx,
     owner: &K,
-    pods: Vec<Pod>,
+    pods: impl IntoIterator<Item = Pod>,
 ) -> Result<(), ApiError> {
     let uid = &owner.meta().uid;
     let mut pods = pods.into_iter().peekable();

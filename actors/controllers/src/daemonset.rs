@@ -249,7 +249,7 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Ctx>) -> Result<Action, Reco
     for name in &d.delete {
         crate::replicaset::delete_pod(&ctx, ds.as_ref(), &ds.metadata.namespace, name).await?;
     }
-    let daemons = d
+    let daemons: Vec<Pod> = d
         .create
         .iter()
         .map(|node| daemon_pod(&ds, node, &hash))

@@ -361,7 +361,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Reconcile
     for name in &d.delete {
         crate::replicaset::delete_pod(&ctx, job.as_ref(), &job.metadata.namespace, name).await?;
     }
-    let pods = d.create.iter().map(|index| job_pod(&job, *index)).collect();
+    let pods: Vec<Pod> = d.create.iter().map(|index| job_pod(&job, *index)).collect();
     crate::create::create_pods(&ctx, job.as_ref(), pods)
         .await
         .map_err(|e| ReconcileError::api("create", "Pod", key.clone(), e))?;

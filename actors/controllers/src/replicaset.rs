@@ -239,7 +239,7 @@ async fn create_pods(rs: &ReplicaSet, ctx: &Ctx, n: usize) -> Result<(), Reconci
         &generate,
         podutil::controller_ref(rs),
     );
-    crate::create::create_pods(ctx, rs, vec![template; n])
+    crate::create::create_pods(ctx, rs, std::iter::repeat_n(template, n))
         .await
         .map_err(|e| ReconcileError::api("create", "Pod", format!("{ns}/{generate}*"), e))
 }
