@@ -7,8 +7,9 @@
 //! (cpuset, blkio, freezer, ...), which costs a mkdir plus setup writes per
 //! hierarchy on the container-start hot path, and cpuset needs cpus/mems copied
 //! down; we only need cpu, cpuacct, memory, pids and devices, each a handful of
-//! one-line files. Writing them directly also gives us exact control over the
-//! EBUSY retry loop on deletion and keeps the error messages pointing at the file.
+//! one-line files (measured 1.5–1.7x slower per group on a v1 host: see
+//! docs/architecture.md, "Node agent"). Writing them directly also keeps the
+//! error messages pointing at the file.
 //! Detection uses statfs(2) (CGROUP2_SUPER_MAGIC), same as cgroups-rs's
 //! `hierarchies::is_cgroup2_unified_mode`.
 
