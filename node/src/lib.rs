@@ -18,7 +18,7 @@
 //! | [`container`] | container spec/info/state types and the on-disk state files written by the monitor |
 //! | [`logs`] | CRI-format log writer with size rotation (used by the monitor) and reader (tail/follow/previous) |
 //! | [`probe`] | HTTP GET / TCP socket probes (optionally from inside a network namespace) |
-//! | [`runtime`] | the [`Runtime`] trait and the real Linux implementation [`LinuxRuntime`] |
+//! | [`runtime`] | the [`Runtime`] trait and the real Linux implementation [`LinuxRuntime`], split by job: run-spec resolution (pure), sandbox plumbing, container lifecycle, orphan cleanup |
 //! | [`hollow`] | [`HollowRuntime`]: a simulated runtime for scale tests only |
 //! | [`shim`] | the code of the single-threaded `shoal-shim` helper binary: namespaces, mounts, pivot_root, caps, exec, the per-container monitor |
 //! | `sys` | the only module allowed `unsafe`: fork(2) and pidfd_open(2) |
