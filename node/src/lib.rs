@@ -20,7 +20,7 @@
 //! | [`probe`] | HTTP GET / TCP socket probes (optionally from inside a network namespace) |
 //! | [`runtime`] | the [`Runtime`] trait and the real Linux implementation [`LinuxRuntime`], split by job: run-spec resolution (pure), sandbox plumbing, container lifecycle, orphan cleanup |
 //! | [`hollow`] | [`HollowRuntime`]: a simulated runtime for scale tests only |
-//! | [`shim`] | the code of the single-threaded `shoal-shim` helper binary: namespaces, mounts, pivot_root, caps, exec, the per-container monitor |
+//! | [`shim`] | the code of the single-threaded `shoal-shim` helper binary: namespaces (every unshare and setns, in `shim::namespaces`), mounts, pivot_root, caps, exec, the per-container monitor |
 //! | `sys` | the only module allowed `unsafe`: fork(2) and pidfd_open(2) |
 //!
 //! # Process model (why there is a shim)
