@@ -12,12 +12,9 @@ use bus_schemas::{Reason, Resource, Status};
 use crate::request::Request;
 use crate::server::ApiServer;
 
-/// The namespace that holds one Lease per allocated Service ClusterIP (named after the IP,
-/// dots replaced by dashes), naming its Service (holderIdentity `namespace/name`, label
-/// [`SERVICE_UID_LABEL`]): creating it is the atomic reservation.
-pub const SERVICE_IP_NAMESPACE: &str = "shoal-service-ips";
-/// Label on a reservation Lease: the uid of the Service holding the IP.
-pub const SERVICE_UID_LABEL: &str = "shoal.io/service-uid";
+/// A reservation Lease names its Service by holderIdentity `namespace/name` and by the label
+/// [`SERVICE_UID_LABEL`].
+pub use bus_schemas::wellknown::{SERVICE_IP_NAMESPACE, SERVICE_UID_LABEL};
 /// The range Service ClusterIPs are allocated from.
 pub const SERVICE_CIDR: (Ipv4Addr, u8) = (Ipv4Addr::new(10, 96, 0, 0), 16);
 /// The address cluster DNS is given explicitly; never handed out at random.

@@ -34,7 +34,8 @@ use actix::Actor;
 use bus_schemas::{kinds, subjects};
 use shoal_bus::{InformerFactory, Store, StoreError};
 
-pub use server::{ApiServer, NODE_LEASE_NAMESPACE};
+pub use bus_schemas::wellknown::NODE_LEASE_NAMESPACE;
+pub use server::ApiServer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiRunError {

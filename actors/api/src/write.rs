@@ -23,8 +23,7 @@ const MAX_UNCONDITIONAL_RETRIES: usize = 16;
 /// How many generated names a create with `generateName` tries before AlreadyExists.
 const GENERATE_NAME_ATTEMPTS: u8 = 8;
 
-pub const FINALIZER_ORPHAN: &str = "orphan";
-pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+pub use bus_schemas::wellknown::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 
 pub(crate) fn decode_object<K: Resource>(payload: &[u8]) -> Result<K, Status> {
     if payload.len() > MAX_OBJECT_BYTES {

@@ -11,7 +11,7 @@ use bus_schemas::kinds::node::NodeStatus;
 use bus_schemas::kinds::pod::PodStatus;
 use bus_schemas::kinds::{Node, Pod};
 use bus_schemas::meta::Condition;
-use bus_schemas::subjects;
+use bus_schemas::subjects::{self, NodeReport};
 use bus_schemas::{codec, Resource};
 use shoal_bus::informer::INDEX_NODE;
 use shoal_bus::{InformerFactory, ObjectKey, Store};
@@ -140,7 +140,7 @@ impl AgentCtx {
 
     /// Sends one report and waits at most [`REPORT_TIMEOUT`] for the answer; the API drops
     /// a report it could only start on later, as nobody waits for it any more.
-    async fn report(&self, what: &str, body: Vec<u8>) -> Result<bytes::Bytes, String> {
+    async fn report(&self, what: NodeReport, body: Vec<u8>) -> Result<bytes::Bytes, String> {
         let subject = subjects::node_report(&self.config.node_name, what);
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(
@@ -182,7 +182,7 @@ impl AgentCtx {
         let Ok(body) = codec::to_msgpack(&report) else {
             return false;
         };
-        match self.report("pod-status", body).await {
+        match self.report(NodeReport::PodStatus, body).await {
             Ok(_) => true,
             Err(e) if e.starts_with("404") => {
                 tracing::debug!(pod = %ObjectKey::of(pod), "pod gone before its status was written");
@@ -209,7 +209,7 @@ impl AgentCtx {
         let Ok(body) = codec::to_msgpack(&options) else {
             return;
         };
-        if let Err(e) = self.report("pod-delete", body).await {
+        if let Err(e) = self.report(NodeReport::PodDelete, body).await {
             if !e.starts_with("404") {
                 tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod deletion not confirmed");
             }
@@ -511,7 +511,7 @@ async fn register(ctx: &Arc<AgentCtx>, facts: &MachineFacts, hollow: bool) {
     let body = codec::to_msgpack(&node).unwrap_or_default();
     let mut backoff = Duration::from_millis(100);
     loop {
-        match ctx.report("node-status", body.clone()).await {
+        match ctx.report(NodeReport::NodeStatus, body.clone()).await {
             Ok(_) => return,
             Err(e) => {
                 tracing::warn!(node = %ctx.config.node_name, error = %e, "registering node; retrying");
@@ -527,7 +527,7 @@ async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
     let mut reported = health(&ctx).await;
     loop {
         tokio::time::sleep(ctx.config.heartbeat_interval).await;
-        if let Err(e) = ctx.report("heartbeat", Vec::new()).await {
+        if let Err(e) = ctx.report(NodeReport::Heartbeat, Vec::new()).await {
             tracing::warn!(node = %ctx.config.node_name, error = %e, "heartbeat failed");
         }
         since_status += ctx.config.heartbeat_interval;
@@ -540,7 +540,7 @@ async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
                 continue;
             };
             // A change that did not land is tried again at the next heartbeat.
-            match ctx.report("node-status", body).await {
+            match ctx.report(NodeReport::NodeStatus, body).await {
                 Ok(_) => {
                     since_status = Duration::ZERO;
                     reported = now;
