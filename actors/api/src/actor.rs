@@ -21,7 +21,7 @@ use shoal_bus::client::HEADER_TIMEOUT_MS;
 use tokio::sync::Semaphore;
 
 use crate::request::Request;
-use crate::server::ApiServer;
+use crate::state::ApiServer;
 
 /// Requests of one lane in flight at once.
 pub const LANE_IN_FLIGHT: usize = 256;

@@ -1,4 +1,6 @@
-//! Routes a request to its verb and kind. Plain async code: the actix actor only feeds it.
+//! Routes a request to its verb and kind, and answers node reports. Plain async code: the
+//! actix actor only feeds it. The top of the request path: it calls the verbs, nothing calls it
+//! but the actor.
 
 use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::{self, Lease, Node, Pod};
@@ -6,26 +8,12 @@ use bus_schemas::subjects::{self, NodeReport, NodeSubjectError, Verb};
 use bus_schemas::wellknown::NODE_LEASE_NAMESPACE;
 use bus_schemas::{codec, with_kind, Reason, Resource, Status};
 use chrono::Utc;
-use shoal_bus::{InformerFactory, Store};
 
 use crate::reply::Reply;
 use crate::request::Request;
-
-pub struct ApiServer {
-    pub(crate) store: Store,
-    pub(crate) informers: InformerFactory,
-    pub(crate) max_payload: usize,
-}
+use crate::state::{decode_object, ApiServer};
 
 impl ApiServer {
-    pub fn new(store: Store, informers: InformerFactory, max_payload: usize) -> Self {
-        ApiServer {
-            store,
-            informers,
-            max_payload,
-        }
-    }
-
     /// Answers one request; never fails: failures are Status replies.
     pub async fn handle(&self, mut req: Request<'_>) -> Reply {
         let result = if subjects::is_node_report(req.subject) {
@@ -107,7 +95,7 @@ impl ApiServer {
 
     /// Registers the node on first report, then writes its status.
     async fn node_status(&self, req: &Request<'_>, node: &str) -> Result<Reply, Status> {
-        let reported: Node = crate::write::decode_object(req.payload)?;
+        let reported: Node = decode_object(req.payload)?;
         if reported.metadata.name != node {
             return Err(Status::new(
                 Reason::Forbidden,
