@@ -34,6 +34,7 @@ pub mod actor;
 pub mod admission;
 pub mod commit;
 pub mod deletion;
+#[cfg(feature = "test-support")]
 pub mod local;
 pub mod merge_patch;
 pub mod read;
