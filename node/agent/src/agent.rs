@@ -12,7 +12,7 @@ use bus_schemas::kinds::node::NodeStatus;
 use bus_schemas::kinds::pod::PodStatus;
 use bus_schemas::kinds::{Node, Pod};
 use bus_schemas::meta::Condition;
-use bus_schemas::subjects;
+use bus_schemas::subjects::{self, NodeReport};
 use bus_schemas::{codec, Resource};
 use shoal_bus::informer::INDEX_NODE;
 use shoal_bus::{InformerFactory, ObjectKey, Store};
@@ -153,7 +153,7 @@ impl AgentCtx {
 
     /// Sends one report and waits at most [`REPORT_TIMEOUT`] for the answer; the API drops
     /// a report it could only start on later, as nobody waits for it any more.
-    async fn report(&self, what: &str, body: Vec<u8>) -> Result<bytes::Bytes, String> {
+    async fn report(&self, what: NodeReport, body: Vec<u8>) -> Result<bytes::Bytes, String> {
         let subject = subjects::node_report(&self.config.node_name, what);
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(
@@ -195,7 +195,7 @@ impl AgentCtx {
         let Ok(body) = codec::to_msgpack(&report) else {
             return false;
         };
-        match self.report("pod-status", body).await {
+        match self.report(NodeReport::PodStatus, body).await {
             Ok(_) => true,
             Err(e) if e.starts_with("404") => {
                 tracing::debug!(pod = %ObjectKey::of(pod), "pod gone before its status was written");
@@ -222,7 +222,7 @@ impl AgentCtx {
         let Ok(body) = codec::to_msgpack(&options) else {
             return;
         };
-        if let Err(e) = self.report("pod-delete", body).await {
+        if let Err(e) = self.report(NodeReport::PodDelete, body).await {
             if !e.starts_with("404") {
                 tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod deletion not confirmed");
             }
@@ -526,7 +526,7 @@ async fn register(ctx: &Arc<AgentCtx>, facts: &MachineFacts, hollow: bool) {
         .with_min_delay(Duration::from_millis(100))
         .with_max_delay(Duration::from_secs(5))
         .without_max_times();
-    let registered = (|| ctx.report("node-status", body.clone()))
+    let registered = (|| ctx.report(NodeReport::NodeStatus, body.clone()))
         .retry(until_the_bus_answers)
         .notify(|e, _| {
             tracing::warn!(node = %ctx.config.node_name, error = %e, "registering node; retrying");
@@ -543,7 +543,7 @@ async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
     let mut reported = health(&ctx).await;
     loop {
         tokio::time::sleep(ctx.config.heartbeat_interval).await;
-        if let Err(e) = ctx.report("heartbeat", Vec::new()).await {
+        if let Err(e) = ctx.report(NodeReport::Heartbeat, Vec::new()).await {
             tracing::warn!(node = %ctx.config.node_name, error = %e, "heartbeat failed");
         }
         since_status += ctx.config.heartbeat_interval;
@@ -556,7 +556,7 @@ async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
                 continue;
             };
             // A change that did not land is tried again at the next heartbeat.
-            match ctx.report("node-status", body).await {
+            match ctx.report(NodeReport::NodeStatus, body).await {
                 Ok(_) => {
                     since_status = Duration::ZERO;
                     reported = now;
