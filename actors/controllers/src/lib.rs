@@ -155,11 +155,6 @@ async fn lost(leadership: &mut Option<Leadership>) {
     }
 }
 
-/// Work-queue failures back off per key (see the queue); no special cases.
-pub fn error_policy<K>(_obj: &K, _error: &ReconcileError, _failures: u32) -> Option<Duration> {
-    None
-}
-
 fn controller_config(name: &'static str, ctx: &Ctx) -> ControllerConfig {
     let mut config = ControllerConfig::new(name);
     config.concurrency = ctx.tunables.concurrency;
@@ -187,7 +182,6 @@ where
         queue,
         ctx.clone(),
         reconcile,
-        error_policy::<K>,
         sd.clone().wait(),
     ))
 }
