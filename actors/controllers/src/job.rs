@@ -105,8 +105,8 @@ pub fn backoff(failures: i32, base: Duration, max: Duration) -> Duration {
     if failures <= 0 {
         return Duration::ZERO;
     }
-    let shift = u32::try_from(failures - 1).unwrap_or(0).min(20);
-    base.saturating_mul(1 << shift).min(max)
+    let earlier = u32::try_from(failures - 1).unwrap_or(0);
+    shoal_bus::backoff::Backoff::new(base, max).delay(earlier)
 }
 
 fn count(n: usize) -> i32 {

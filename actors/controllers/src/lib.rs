@@ -196,7 +196,7 @@ fn owner_key<K: Resource>(meta: &bus_schemas::ObjectMeta) -> Vec<ObjectKey> {
 
 fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
-    let backoff = shoal_bus::workqueue::Backoff::default();
+    let backoff = shoal_bus::backoff::Backoff::default();
 
     // ReplicaSet: its pods, and orphans its selector matches.
     let queue = WorkQueue::new(backoff);
