@@ -7,7 +7,10 @@
 //!   writes to make, unit-tested without NATS) and an async `reconcile` that gathers inputs
 //!   from the informer caches and performs the writes through the API:
 //!   [`replicaset`], [`deployment`], [`daemonset`], [`job`], [`endpoints`], [`gc`], [`namespace`],
-//!   [`nodelifecycle`].
+//!   [`nodelifecycle`]. The Deployment controller is a directory with one file per part
+//!   (hashing and naming, strategies, progress, history, rollback), as Kubernetes splits it.
+//! - A failed reconcile is retried by the work queue with per-key back-off
+//!   ([`shoal_bus::backoff`]); there is no per-controller error policy.
 //! - Shared pieces: [`context`] (API client, caches, tunables), [`podutil`] (templates,
 //!   owner references, readiness), [`expectations`] (read-your-writes before deciding
 //!   again), [`events`] (the Event recorder), [`error`].
