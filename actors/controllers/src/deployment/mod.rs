@@ -24,6 +24,23 @@ mod progress;
 mod rollback;
 mod strategy;
 
+/// Triggers: the Deployment's ReplicaSets, and their pods (Recreate waits for old pods to go).
+pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
+    let queue = WorkQueue::new(Default::default());
+    controller::feed_mapped(&ctx.replicasets, queue.clone(), |_, rs: &ReplicaSet| {
+        owner_key::<Deployment>(&rs.metadata)
+    });
+    let rss = ctx.replicasets.clone();
+    controller::feed_mapped(&ctx.pods, queue.clone(), move |_, pod: &Pod| {
+        owner_key::<ReplicaSet>(&pod.metadata)
+            .into_iter()
+            .filter_map(|k| rss.get(&k.namespace, &k.name))
+            .flat_map(|rs| owner_key::<Deployment>(&rs.metadata))
+            .collect()
+    });
+    spawn(NAME, ctx.deployments.clone(), queue, ctx, reconcile, sd)
+}
+
 #[cfg(test)]
 mod fixtures;
 
@@ -41,6 +58,12 @@ use shoal_bus::controller::Action;
 use crate::context::Ctx;
 use crate::error::ReconcileError;
 use crate::podutil::{self, is_owned_by};
+use crate::{owner_key, spawn};
+use bus_schemas::kinds::Pod;
+use shoal_bus::controller;
+use shoal_bus::shutdown::Shutdown;
+use shoal_bus::workqueue::WorkQueue;
+use tokio::task::JoinHandle;
 
 pub use hash::{new_replica_set, strip_hash, template_hash};
 pub use history::revision_of;
