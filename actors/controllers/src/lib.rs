@@ -3,6 +3,8 @@
 //!
 //! # Layout
 //! - [`run`]: starts every controller (optionally behind leader election) until shutdown.
+//!   Each controller module declares its own triggers in a `start` function (its work
+//!   queue, the changes mapped to its keys, its runner); `start_all` only lists them.
 //! - One module per controller, each split into a pure `decide` (desired + observed → the
 //!   writes to make, unit-tested without NATS) and an async `reconcile` that gathers inputs
 //!   from the informer caches and performs the writes through the API:
