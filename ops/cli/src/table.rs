@@ -10,6 +10,12 @@ pub struct Table {
 
 impl Table {
     pub fn print(&self, with_headers: bool) {
+        print!("{}", self.render(with_headers));
+    }
+
+    /// The table as kubectl lays it out: columns padded to their widest cell, three spaces apart.
+    pub fn render(&self, with_headers: bool) -> String {
+        let mut text = String::new();
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.len()).collect();
         for row in &self.rows {
             for (i, cell) in row.iter().enumerate() {
@@ -25,13 +31,25 @@ impl Table {
                     out.push_str(&format!("{:<w$}   ", cell, w = widths[i]));
                 }
             }
-            println!("{}", out.trim_end());
+            out.trim_end().to_string()
         };
         if with_headers {
-            line(&self.headers);
+            text.push_str(&line(&self.headers));
+            text.push('\n');
         }
         for row in &self.rows {
-            line(row);
+            text.push_str(&line(row));
+            text.push('\n');
+        }
+        text
+    }
+
+    /// `get deploy,rs` names each object `kind/name`, as kubectl does when several kinds share
+    /// one output.
+    pub fn qualify_names(&mut self, singular: &str, namespaced_column: bool) {
+        let col = usize::from(namespaced_column);
+        for row in &mut self.rows {
+            row[col] = format!("{singular}/{}", row[col]);
         }
     }
 }
@@ -316,7 +334,25 @@ pub fn build(
     namespaced_column: bool,
     show_labels: bool,
 ) -> Table {
-    let now = Utc::now();
+    build_at(
+        kind,
+        objects,
+        wide,
+        namespaced_column,
+        show_labels,
+        Utc::now(),
+    )
+}
+
+/// [`build`] with the clock that AGE and DURATION are measured against.
+pub fn build_at(
+    kind: &str,
+    objects: &[Value],
+    wide: bool,
+    namespaced_column: bool,
+    show_labels: bool,
+    now: DateTime<Utc>,
+) -> Table {
     let created = |o: &Value| age(s(o, "/metadata/creationTimestamp"), now);
     let (mut headers, rows): (Vec<&str>, Vec<Vec<String>>) = match kind {
         "Pod" => {
@@ -654,6 +690,9 @@ pub fn build(
         rows,
     }
 }
+
+#[cfg(test)]
+mod characterization;
 
 #[cfg(test)]
 mod tests {
