@@ -59,6 +59,11 @@ fn get_output(
             show_labels,
             now(),
         );
+        assert!(
+            table.problems.is_empty(),
+            "fixtures must decode as their kind: {:?}",
+            table.problems
+        );
         if multiple_kinds {
             table.qualify_names(&info.singular(), namespaced_column);
         }
