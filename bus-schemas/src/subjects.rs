@@ -156,10 +156,14 @@ pub enum Verb {
     List,
     /// Create if absent, otherwise update (what `shoal apply` uses).
     Apply,
+    /// The scale subresource: read replicas and selector (Deployment, ReplicaSet).
+    GetScale,
+    /// The scale subresource: set replicas.
+    UpdateScale,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 8] = [
+    pub const ALL: [Verb; 10] = [
         Verb::Create,
         Verb::Update,
         Verb::UpdateStatus,
@@ -168,6 +172,8 @@ impl Verb {
         Verb::Get,
         Verb::List,
         Verb::Apply,
+        Verb::GetScale,
+        Verb::UpdateScale,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -180,6 +186,8 @@ impl Verb {
             Verb::Get => "get",
             Verb::List => "list",
             Verb::Apply => "apply",
+            Verb::GetScale => "get-scale",
+            Verb::UpdateScale => "update-scale",
         }
     }
 

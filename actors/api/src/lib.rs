@@ -5,6 +5,7 @@
 //! - [`server`]: routing by subject to verb and kind; node reports.
 //! - [`write`]: create, update, update-status, apply, patch, delete (CAS, graceful deletion).
 //! - [`read`]: get, and list served from the shared cache made consistent with the log.
+//! - [`scale`]: the scale subresource (get-scale, update-scale) of Deployments and ReplicaSets.
 //! - [`admission`]: namespaces, priorities, node ownership.
 //! - [`merge_patch`], [`reply`], [`request`]: small helpers.
 //!
@@ -24,6 +25,7 @@ pub mod merge_patch;
 pub mod read;
 pub mod reply;
 pub mod request;
+pub mod scale;
 pub mod server;
 pub mod write;
 
