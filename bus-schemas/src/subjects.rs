@@ -221,6 +221,28 @@ pub fn metrics(node: &str, namespace: &str, pod: &str) -> String {
     )
 }
 
+/// External metric samples any publisher posts: `shoal.v1.metrics.external.<ns>.<name>`.
+/// (`external` is therefore not a usable node name.)
+pub const EXTERNAL_METRICS_ALL: &str = "shoal.v1.metrics.external.>";
+
+/// `shoal.v1.metrics.external.<ns>.<name>`.
+pub fn external_metric(namespace: &str, name: &str) -> String {
+    format!(
+        "shoal.v1.metrics.external.{}.{}",
+        encode_token(namespace),
+        encode_token(name)
+    )
+}
+
+/// `shoal.v1.autoscaler.decisions.<ns>.<hpa>`: every decision the autoscaler makes.
+pub fn autoscaler_decision(namespace: &str, hpa: &str) -> String {
+    format!(
+        "shoal.v1.autoscaler.decisions.{}.{}",
+        encode_token(namespace),
+        encode_token(hpa)
+    )
+}
+
 /// `shoal.v1.agent.<node>.<what>`: requests to one node agent (exec).
 pub fn agent_request(node: &str, what: &str) -> String {
     format!("shoal.v1.agent.{}.{what}", encode_token(node))

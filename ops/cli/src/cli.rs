@@ -104,6 +104,10 @@ pub struct NodeArgs {
     /// With --hollow: fraction of container starts that fail.
     #[arg(long, default_value_t = 0.0)]
     pub failure_rate: f64,
+    /// How often pod usage is sampled and published, in seconds (1 to 60): the autoscaler
+    /// reacts no faster than this.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub metrics_period: u64,
     #[command(flatten)]
     pub net: crate::node::NodeNetArgs,
 }
@@ -159,9 +163,12 @@ pub struct UpArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "api,controllers,scheduler,naming,node"
+        default_value = "api,controllers,scheduler,naming,autoscaler,node"
     )]
     pub actors: Vec<UpActor>,
+    /// How often this machine's node samples pod usage, in seconds (1 to 60).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub metrics_period: u64,
     /// Where the naming actor serves cluster DNS (UDP and TCP). Default: port 53 on the
     /// pod gateway of --pod-cidr, which is where this machine's node points its pods.
     /// Without a node in this process, naming runs only when this is given.
@@ -182,6 +189,8 @@ pub enum UpActor {
     /// Cluster DNS: answers from the caches, no leader, one replica per node is fine.
     Naming,
     Node,
+    /// HorizontalPodAutoscalers: leader-elected like the controllers when joined.
+    Autoscaler,
 }
 
 #[derive(Args, Debug)]
