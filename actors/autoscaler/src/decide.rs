@@ -51,6 +51,16 @@ pub struct TargetScale {
     pub status_replicas: i32,
 }
 
+impl TargetScale {
+    /// The count decisions start from: the replicas the target is set to. (Kubernetes starts
+    /// from the observed count, which trails the set one while pods are being created; with
+    /// passes every couple of seconds instead of every 15 s, a workload still growing would
+    /// look small and be "scaled up" again, spending the rate limit's budget twice.)
+    pub fn base(&self) -> i32 {
+        self.spec_replicas
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub tolerances: Tolerances,
@@ -167,7 +177,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
     let hpa = input.hpa;
     let min = hpa.min_replicas();
     let max = hpa.spec.max_replicas;
-    let current = input.target.status_replicas;
+    let current = input.target.base();
     if input.target.spec_replicas == 0 && min != 0 {
         return Plan::Disabled;
     }
@@ -267,11 +277,11 @@ pub fn decide(
     history: &mut History,
 ) -> Decision {
     let hpa = input.hpa;
-    let current = input.target.status_replicas;
+    let current = input.target.base();
     let min = hpa.min_replicas();
     let max = hpa.spec.max_replicas;
     let mut decision = Decision {
-        current_replicas: current,
+        current_replicas: input.target.status_replicas,
         desired_replicas: current,
         rescale: false,
         rescale_reason: String::new(),
@@ -522,7 +532,7 @@ fn samples_for(
 
 fn propose_one(input: &Input<'_>, spec: &MetricSpec) -> Result<(Proposal, MetricStatus), String> {
     let ns = input.hpa.metadata.namespace.as_str();
-    let current = input.target.status_replicas;
+    let current = input.target.base();
     let tol = &input.settings.tolerances;
     let now = input.now;
     let resource_like = match (&spec.resource, &spec.container_resource) {
@@ -601,7 +611,7 @@ fn value_proposal(
     target: &MetricTarget,
     usage: i64,
 ) -> Result<(Proposal, MetricValueStatus), String> {
-    let current = input.target.status_replicas;
+    let current = input.target.base();
     let tol = &input.settings.tolerances;
     if target.type_ == "Value" {
         let target = milli(&target.value).ok_or("target value is not set")?;

@@ -121,6 +121,45 @@ async fn update_scale(api: &ApiClient, kind: &str, scale: &Scale) -> Result<Scal
     }
 }
 
+/// Attempts at setting replicas while only the workload's status moves under us.
+const SCALE_ATTEMPTS: usize = 4;
+
+/// Sets `replicas` on the scale read as `read`. The write carries the resourceVersion read,
+/// so a pass that raced another is refused instead of scaling twice. A conflict caused only
+/// by a status write (controllers report often) is retried as long as nobody else changed
+/// the replica count; if somebody did, the decision was made on a stale view and is dropped.
+async fn set_replicas(
+    api: &ApiClient,
+    kind: &str,
+    read: &Scale,
+    replicas: i32,
+) -> Result<Scale, ApiError> {
+    let mut wanted = read.clone();
+    wanted.spec.replicas = replicas;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match update_scale(api, kind, &wanted).await {
+            Err(e) if e.is_conflict() && attempt < SCALE_ATTEMPTS => {
+                let ns = &read.metadata.namespace;
+                let now = get_scale(api, kind, ns, &read.metadata.name)
+                    .await
+                    .map_err(|_| e)?;
+                if now.spec.replicas != read.spec.replicas {
+                    return Err(ApiError::Status(bus_schemas::Status::conflict(
+                        kind,
+                        ns,
+                        &read.metadata.name,
+                        "replicas changed since the decision: deciding again",
+                    )));
+                }
+                wanted.metadata.resource_version = now.metadata.resource_version;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A pod as the calculator sees it.
 pub fn pod_info(pod: &Pod) -> PodInfo {
     let ready = find_condition(&pod.status.conditions, "Ready").map(|c| Readiness {
@@ -243,11 +282,14 @@ pub async fn reconcile(ctx: &Ctx, hpa: Arc<HorizontalPodAutoscaler>) {
         if let Some(reason) = hook_answer.and(hook_reason(&hpa)) {
             decision.rescale_reason = reason;
         }
-        let mut wanted = scale.clone();
-        wanted.spec.replicas = decision.desired_replicas;
-        // The precondition makes a pass that raced another (a deposed leader's last one)
-        // fail instead of scaling twice.
-        match update_scale(&ctx.api, &target_ref.kind, &wanted).await {
+        match set_replicas(
+            &ctx.api,
+            &target_ref.kind,
+            &scale,
+            decision.desired_replicas,
+        )
+        .await
+        {
             Ok(_) => {
                 scaled = true;
                 ctx.histories
@@ -257,7 +299,7 @@ pub async fn reconcile(ctx: &Ctx, hpa: Arc<HorizontalPodAutoscaler>) {
                     .or_default()
                     .record_scale(
                         hpa.spec.behavior.as_ref(),
-                        decision.current_replicas,
+                        scale.spec.replicas,
                         decision.desired_replicas,
                         now,
                     );

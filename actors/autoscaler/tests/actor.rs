@@ -452,7 +452,12 @@ async fn a_standby_takes_over_from_a_killed_leader_without_scaling_twice() {
         publish_backlog(&cluster.nats, "steady", 60.0).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(spec_replicas(&api, "steady").await, Some(6));
+    let events: Vec<String> = events_of(&api, "steady")
+        .await
+        .into_iter()
+        .map(|e| format!("{} {} {}", e.reason, e.message, e.count))
+        .collect();
+    assert_eq!(spec_replicas(&api, "steady").await, Some(6), "{events:?}");
     while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(200), watch.next()).await {
         if let Ok(d) = bus_schemas::codec::from_msgpack::<Deployment>(&msg.payload) {
             let r = d.spec.replicas.unwrap_or(1);
@@ -461,10 +466,15 @@ async fn a_standby_takes_over_from_a_killed_leader_without_scaling_twice() {
             }
         }
     }
+    let events: Vec<String> = events_of(&api, "steady")
+        .await
+        .into_iter()
+        .map(|e| format!("{} {}", e.reason, e.message))
+        .collect();
     assert_eq!(
         history,
         vec![1, 3, 6],
-        "each change made once, never past the target"
+        "each change made once, never past the target; events: {events:?}"
     );
     second.kill();
 }

@@ -58,6 +58,8 @@ pub enum Command {
     },
     /// Set the replica count of a Deployment or ReplicaSet.
     Scale(ScaleArgs),
+    /// Create a HorizontalPodAutoscaler for a Deployment or ReplicaSet.
+    Autoscale(AutoscaleArgs),
     /// Mark a node unschedulable: new pods are no longer placed on it.
     Cordon(NodeNameArgs),
     /// Mark a node schedulable again.
@@ -322,6 +324,28 @@ pub struct RolloutUndoArgs {
     /// The revision to roll back to (default: the previous one).
     #[arg(long)]
     pub to_revision: Option<i64>,
+}
+
+#[derive(Args, Debug)]
+pub struct AutoscaleArgs {
+    /// `deploy/NAME` or `rs/NAME` (or KIND followed by NAME).
+    pub target: String,
+    #[arg(value_name = "NAME")]
+    pub name_arg: Option<String>,
+    /// Lower bound of replicas (default 1).
+    #[arg(long)]
+    pub min: Option<i32>,
+    /// Upper bound of replicas.
+    #[arg(long)]
+    pub max: i32,
+    /// Target average CPU utilization, percent of the pods' requests (default 80).
+    #[arg(long)]
+    pub cpu_percent: Option<i32>,
+    /// The HPA's name (default: the workload's).
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -579,23 +579,10 @@ pub fn build(
                 .collect(),
         ),
         "HorizontalPodAutoscaler" => (
-            vec!["NAME", "REFERENCE", "MINPODS", "MAXPODS", "REPLICAS", "AGE"],
+            crate::hpa::HEADERS.to_vec(),
             objects
                 .iter()
-                .map(|o| {
-                    vec![
-                        s(o, "/metadata/name").into(),
-                        format!(
-                            "{}/{}",
-                            s(o, "/spec/scaleTargetRef/kind"),
-                            s(o, "/spec/scaleTargetRef/name")
-                        ),
-                        n(o, "/spec/minReplicas").to_string(),
-                        n(o, "/spec/maxReplicas").to_string(),
-                        n(o, "/status/currentReplicas").to_string(),
-                        created(o),
-                    ]
-                })
+                .map(|o| crate::hpa::row(o, created(o)))
                 .collect(),
         ),
         "Lease" => (
