@@ -8,7 +8,9 @@
 //! - [`api`]: request and reply bodies of the API verbs.
 //! - [`dns`]: the request and reply of DNS queries over the bus.
 //! - [`autoscaling`]: external metric samples, autoscaling hook request/reply, decisions.
-//! - [`subjects`]: the only place a subject string is built.
+//! - [`subjects`]: the only place a subject string is built or parsed.
+//! - [`wellknown`]: the other names of the contract: finalizers, reserved namespaces, shared
+//!   labels and annotations.
 //! - [`codec`]: msgpack (named fields) for the bus; strict decoding with field paths for input.
 //! - [`manifest`]: YAML/JSON multi-document manifests as people write them.
 //! - [`selector`]: label and field selectors (the full Kubernetes grammar).
@@ -31,6 +33,7 @@ pub mod selector;
 pub mod status;
 pub mod subjects;
 pub mod validation;
+pub mod wellknown;
 
 pub use meta::{Condition, ObjectMeta, OwnerReference, Time, TypeMeta};
 pub use resource::{KindInfo, Resource};

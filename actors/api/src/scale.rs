@@ -9,8 +9,8 @@ use bus_schemas::{codec, Cause, ObjectMeta, Reason, Resource, Status};
 
 use crate::reply::Reply;
 use crate::request::Request;
-use crate::server::ApiServer;
-use crate::write::default_namespace;
+use crate::state::default_namespace;
+use crate::state::ApiServer;
 
 /// Attempts of an unconditional update-scale that keeps meeting concurrent writers.
 const MAX_SCALE_ATTEMPTS: usize = 8;
