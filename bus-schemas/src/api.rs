@@ -181,3 +181,40 @@ mod serde_bytes_compat {
         d.deserialize_any(Bytes)
     }
 }
+
+/// The scale subresource of a Deployment or ReplicaSet (autoscaling/v1 `Scale`): what an
+/// autoscaler needs to read and set, without the workload's whole spec. Answered by the
+/// `get-scale` verb (body [`ObjectRef`]) and `update-scale` (body a `Scale`: only
+/// `spec.replicas` is taken; `metadata.resourceVersion`, when set, is a precondition).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Scale {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: crate::ObjectMeta,
+    #[serde(default)]
+    pub spec: ScaleSpec,
+    #[serde(default)]
+    pub status: ScaleStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleSpec {
+    #[serde(default)]
+    pub replicas: i32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleStatus {
+    /// Pods the workload has now (its status.replicas).
+    #[serde(default)]
+    pub replicas: i32,
+    /// The workload's pod selector in label-selector syntax (`app=web,tier in (a,b)`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub selector: String,
+}

@@ -7,6 +7,7 @@
 //!   [`kinds::KINDS`] lists them and [`with_kind!`] dispatches from a kind name to its type.
 //! - [`api`]: request and reply bodies of the API verbs.
 //! - [`dns`]: the request and reply of DNS queries over the bus.
+//! - [`autoscaling`]: external metric samples, autoscaling hook request/reply, decisions.
 //! - [`subjects`]: the only place a subject string is built or parsed.
 //! - [`wellknown`]: the other names of the contract: finalizers, reserved namespaces, shared
 //!   labels and annotations.
@@ -20,6 +21,7 @@
 //! No NATS, actix or tokio type appears here: the contract never pins a client version.
 
 pub mod api;
+pub mod autoscaling;
 pub mod codec;
 pub mod dns;
 pub mod kinds;

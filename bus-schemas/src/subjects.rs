@@ -156,10 +156,14 @@ pub enum Verb {
     List,
     /// Create if absent, otherwise update (what `shoal apply` uses).
     Apply,
+    /// The scale subresource: read replicas and selector (Deployment, ReplicaSet).
+    GetScale,
+    /// The scale subresource: set replicas.
+    UpdateScale,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 8] = [
+    pub const ALL: [Verb; 10] = [
         Verb::Create,
         Verb::Update,
         Verb::UpdateStatus,
@@ -168,6 +172,8 @@ impl Verb {
         Verb::Get,
         Verb::List,
         Verb::Apply,
+        Verb::GetScale,
+        Verb::UpdateScale,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -180,6 +186,8 @@ impl Verb {
             Verb::Get => "get",
             Verb::List => "list",
             Verb::Apply => "apply",
+            Verb::GetScale => "get-scale",
+            Verb::UpdateScale => "update-scale",
         }
     }
 
@@ -280,6 +288,28 @@ pub fn metrics(node: &str, namespace: &str, pod: &str) -> String {
         encode_token(node),
         encode_token(namespace),
         encode_token(pod)
+    )
+}
+
+/// External metric samples any publisher posts: `shoal.v1.metrics.external.<ns>.<name>`.
+/// (`external` is therefore not a usable node name.)
+pub const EXTERNAL_METRICS_ALL: &str = "shoal.v1.metrics.external.>";
+
+/// `shoal.v1.metrics.external.<ns>.<name>`.
+pub fn external_metric(namespace: &str, name: &str) -> String {
+    format!(
+        "shoal.v1.metrics.external.{}.{}",
+        encode_token(namespace),
+        encode_token(name)
+    )
+}
+
+/// `shoal.v1.autoscaler.decisions.<ns>.<hpa>`: every decision the autoscaler makes.
+pub fn autoscaler_decision(namespace: &str, hpa: &str) -> String {
+    format!(
+        "shoal.v1.autoscaler.decisions.{}.{}",
+        encode_token(namespace),
+        encode_token(hpa)
     )
 }
 

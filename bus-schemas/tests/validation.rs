@@ -425,6 +425,35 @@ fn hpa_bounds() {
         ]
     );
 
+    // minReplicas 0 (scale to zero) only with a metric that does not come from the pods.
+    let mut to_zero = hpa();
+    to_zero.spec.min_replicas = Some(0);
+    let causes = causes_of(to_zero.clone());
+    assert_eq!(fields(&causes), ["spec.minReplicas"]);
+    assert!(
+        causes[0].message.contains("Object or External"),
+        "{causes:?}"
+    );
+    to_zero
+        .spec
+        .metrics
+        .push(bus_schemas::kinds::hpa::MetricSpec {
+            type_: "External".into(),
+            external: Some(bus_schemas::kinds::hpa::ExternalMetricSource {
+                metric: bus_schemas::kinds::hpa::MetricIdentifier {
+                    name: "queue".into(),
+                    selector: None,
+                },
+                target: bus_schemas::kinds::hpa::MetricTarget {
+                    type_: "AverageValue".into(),
+                    average_value: Some(bus_schemas::quantity::Quantity::parse("30").unwrap()),
+                    ..Default::default()
+                },
+            }),
+            ..Default::default()
+        });
+    assert_eq!(fields(&causes_of(to_zero)), Vec::<String>::new());
+
     let mut metrics = hpa();
     metrics.spec.metrics[0].type_ = "Pods".into();
     metrics.spec.metrics[1]

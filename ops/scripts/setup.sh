@@ -30,6 +30,12 @@ if ! nats_ok; then
 fi
 nats_ok || { echo "nats-server 2.15.1 is not on PATH after installing it; check pip's script directory" >&2; exit 1; }
 
+# The example autoscaling hook (ops/examples/autoscale_hook.py) that the tests run.
+if ! python3 -c 'import nats' >/dev/null 2>&1; then
+  say "installing nats-py (pip install nats-py)"
+  python3 -m pip install --quiet --disable-pip-version-check nats-py
+fi
+
 if ! command -v cargo-nextest >/dev/null 2>&1; then
   say "installing cargo-nextest"
   cargo install --locked cargo-nextest >/dev/null

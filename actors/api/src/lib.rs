@@ -8,7 +8,8 @@
 //! - the verbs: [`write`] (create, update, update-status, apply, patch; the shared
 //!   `prepare_spec_change` every change of spec goes through), [`deletion`] (graceful
 //!   deletion), [`read`] (get, and list served from the shared cache made consistent with the
-//!   log).
+//!   log), [`scale`] (the scale subresource, get-scale and update-scale, of Deployments and
+//!   ReplicaSets).
 //! - [`commit`]: the last step of every change: write, or remove a fully deleted object and
 //!   release what it held.
 //! - policy: [`admission`] (namespaces, priorities, node ownership), [`termination`] (pure
@@ -40,6 +41,7 @@ pub mod merge_patch;
 pub mod read;
 pub mod reply;
 pub mod request;
+pub mod scale;
 pub mod server;
 pub mod service_ips;
 pub mod state;

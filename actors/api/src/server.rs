@@ -43,7 +43,7 @@ impl ApiServer {
         let Some(verb) = verb else {
             return Err(Status::new(
                 Reason::MethodNotAllowed,
-                format!("unknown verb in {}: use one of create, update, update-status, patch, delete, get, list, apply", req.subject),
+                format!("unknown verb in {}: use one of create, update, update-status, patch, delete, get, list, apply, get-scale, update-scale", req.subject),
             ));
         };
         with_kind!(info.kind, K => self.verb::<K>(verb, req).await, _ => unreachable!("by_token returned a known kind"))
@@ -67,6 +67,8 @@ impl ApiServer {
             Verb::Delete => self.delete::<K>(req).await,
             Verb::Get => self.get::<K>(req).await,
             Verb::List => self.list::<K>(req).await,
+            Verb::GetScale => self.scale_verb::<K>(req, false).await,
+            Verb::UpdateScale => self.scale_verb::<K>(req, true).await,
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::{HeaderMap, RequestErrorKind};
 use bus_schemas::api::{
-    DeleteOptions, ListOptions, ObjectList, ObjectRef, PatchRequest, HEADER_APPLY_RESULT,
+    DeleteOptions, ListOptions, ObjectList, ObjectRef, PatchRequest, Scale, HEADER_APPLY_RESULT,
 };
 use bus_schemas::codec;
 use bus_schemas::subjects::{self, Verb, HEADER_CODE, HEADER_TRACEPARENT};
@@ -246,6 +246,29 @@ impl ApiClient {
             name: name.into(),
         })?;
         Ok(self.call(&K::INFO.token(), Verb::Get, body).await?.0)
+    }
+
+    /// The scale subresource of a Deployment or ReplicaSet.
+    pub async fn get_scale<K: Resource>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Scale, ApiError> {
+        let body = Self::encode(&ObjectRef {
+            namespace: namespace.into(),
+            name: name.into(),
+        })?;
+        Ok(self.call(&K::INFO.token(), Verb::GetScale, body).await?.0)
+    }
+
+    /// Sets replicas through the scale subresource (a precondition when `scale` carries a
+    /// resourceVersion).
+    pub async fn update_scale<K: Resource>(&self, scale: &Scale) -> Result<Scale, ApiError> {
+        let body = Self::encode(scale)?;
+        Ok(self
+            .call(&K::INFO.token(), Verb::UpdateScale, body)
+            .await?
+            .0)
     }
 
     /// Deletes (gracefully: the reply may still carry the object, with deletionTimestamp).

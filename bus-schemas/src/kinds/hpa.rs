@@ -547,11 +547,28 @@ impl HorizontalPodAutoscaler {
         self.spec.min_replicas.unwrap_or(1)
     }
 
+    /// Scale to zero needs a metric that does not come from the pods themselves: with no
+    /// pods left, nothing else could ever ask for the first one again.
+    pub fn may_scale_to_zero(&self) -> bool {
+        self.spec
+            .metrics
+            .iter()
+            .any(|m| matches!(m.type_.as_str(), "Object" | "External"))
+    }
+
     fn validate_fields(&self) -> Vec<Cause> {
         let spec = &self.spec;
         let mut causes = spec.scale_target_ref.validate("spec.scaleTargetRef");
         if let Some(min) = spec.min_replicas {
-            causes.extend(at_least(min, 1, "spec.minReplicas"));
+            if min == 0 && !self.may_scale_to_zero() {
+                causes.push(invalid_value(
+                    "spec.minReplicas",
+                    min,
+                    "must be greater than or equal to 1 (0 only with an Object or External metric)",
+                ));
+            } else {
+                causes.extend(at_least(min, 0, "spec.minReplicas"));
+            }
         }
         if spec.max_replicas < 1 {
             causes.push(invalid_value(

@@ -71,7 +71,13 @@ pub struct AgentConfig {
     /// the agent still reaches the control plane from where it runs.
     pub uplink: Option<String>,
     pub proxy: ProxyConfig,
+    /// How often pod usage is sampled and published (at least 1 s): the autoscaler's
+    /// reaction time is bounded by it.
+    pub metrics_period: Duration,
 }
+
+/// The shortest usage sample period: cgroup CPU counters over less are mostly noise.
+pub const MIN_METRICS_PERIOD: Duration = Duration::from_secs(1);
 
 impl AgentConfig {
     pub fn new(node_name: impl Into<String>, pod_cidr: impl Into<String>) -> Self {
@@ -91,6 +97,7 @@ impl AgentConfig {
             host_netns: None,
             uplink: None,
             proxy: ProxyConfig::default(),
+            metrics_period: Duration::from_secs(5),
         }
     }
 
@@ -426,7 +433,7 @@ pub async fn run(
             ctx.clone(),
             nats.clone(),
             pod_informer,
-            Duration::from_secs(5),
+            ctx.config.metrics_period.max(MIN_METRICS_PERIOD),
         )));
     }
     let pods = tokio::spawn(manage_pods(ctx.clone(), informers));

@@ -58,6 +58,8 @@ pub enum Command {
     },
     /// Set the replica count of a Deployment or ReplicaSet.
     Scale(ScaleArgs),
+    /// Create a HorizontalPodAutoscaler for a Deployment or ReplicaSet.
+    Autoscale(AutoscaleArgs),
     /// Mark a node unschedulable: new pods are no longer placed on it.
     Cordon(NodeNameArgs),
     /// Mark a node schedulable again.
@@ -104,6 +106,10 @@ pub struct NodeArgs {
     /// With --hollow: fraction of container starts that fail.
     #[arg(long, default_value_t = 0.0)]
     pub failure_rate: f64,
+    /// How often pod usage is sampled and published, in seconds (1 to 60): the autoscaler
+    /// reacts no faster than this.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub metrics_period: u64,
     #[command(flatten)]
     pub net: crate::node::NodeNetArgs,
 }
@@ -159,9 +165,12 @@ pub struct UpArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "api,controllers,scheduler,naming,node"
+        default_value = "api,controllers,scheduler,naming,autoscaler,node"
     )]
     pub actors: Vec<UpActor>,
+    /// How often this machine's node samples pod usage, in seconds (1 to 60).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub metrics_period: u64,
     /// Where the naming actor serves cluster DNS (UDP and TCP). Default: port 53 on the
     /// pod gateway of --pod-cidr, which is where this machine's node points its pods.
     /// Without a node in this process, naming runs only when this is given.
@@ -182,6 +191,8 @@ pub enum UpActor {
     /// Cluster DNS: answers from the caches, no leader, one replica per node is fine.
     Naming,
     Node,
+    /// HorizontalPodAutoscalers: leader-elected like the controllers when joined.
+    Autoscaler,
 }
 
 #[derive(Args, Debug)]
@@ -313,6 +324,28 @@ pub struct RolloutUndoArgs {
     /// The revision to roll back to (default: the previous one).
     #[arg(long)]
     pub to_revision: Option<i64>,
+}
+
+#[derive(Args, Debug)]
+pub struct AutoscaleArgs {
+    /// `deploy/NAME` or `rs/NAME` (or KIND followed by NAME).
+    pub target: String,
+    #[arg(value_name = "NAME")]
+    pub name_arg: Option<String>,
+    /// Lower bound of replicas (default 1).
+    #[arg(long)]
+    pub min: Option<i32>,
+    /// Upper bound of replicas.
+    #[arg(long)]
+    pub max: i32,
+    /// Target average CPU utilization, percent of the pods' requests (default 80).
+    #[arg(long)]
+    pub cpu_percent: Option<i32>,
+    /// The HPA's name (default: the workload's).
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
 }
 
 #[derive(Args, Debug)]

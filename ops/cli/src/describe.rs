@@ -122,6 +122,9 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
     if info.kind == "Service" {
         describe_service(session, &obj, &namespace, &name).await;
     }
+    if info.kind == "HorizontalPodAutoscaler" {
+        crate::hpa::describe(&obj);
+    }
     match (obj.get("spec"), obj.get("status")) {
         (None, None) => {
             let mut body = obj.clone();

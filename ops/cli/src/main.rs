@@ -17,6 +17,7 @@ mod delete;
 mod describe;
 mod exec;
 mod get;
+mod hpa;
 mod image;
 mod kinds;
 mod label;
@@ -125,6 +126,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                     Command::Image { command } => image::run(&session, command).await,
                     Command::Rollout { command } => rollout::run(&session, command).await,
                     Command::Scale(a) => scale::run(&session, a).await,
+                    Command::Autoscale(a) => hpa::autoscale(&session, a).await,
                     Command::Cordon(a) => nodes::cordon(&session, &a.node, true).await,
                     Command::Uncordon(a) => nodes::cordon(&session, &a.node, false).await,
                     Command::Drain(a) => nodes::drain(&session, a).await,

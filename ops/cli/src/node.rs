@@ -122,6 +122,7 @@ pub async fn run_with(url: &str, args: NodeArgs, net: NodeNetArgs) -> Result<()>
                 .unwrap_or_else(|| crate::up::default_data_dir().join(format!("node-{name}")));
             config.host_netns = net.host_netns.clone();
             config.uplink = net.uplink.clone();
+            config.metrics_period = std::time::Duration::from_secs(args.metrics_period);
             linux_backend_in(
                 state_dir,
                 &args.bridge,

@@ -35,6 +35,7 @@ fn actors_to_run(args: &UpArgs) -> Result<Vec<UpActor>> {
         UpActor::Controllers,
         UpActor::Scheduler,
         UpActor::Naming,
+        UpActor::Autoscaler,
         UpActor::Node,
     ];
     let wanted: Vec<UpActor> = all
@@ -259,12 +260,35 @@ pub async fn run(args: UpArgs) -> Result<()> {
             }),
         ));
     }
+    if runs(UpActor::Autoscaler) {
+        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let mut config = shoal_autoscaler::AutoscalerConfig {
+            informers: Some(informers.clone()),
+            ..Default::default()
+        };
+        // Two active autoscalers would each apply their own rate limits: one acts.
+        if args.join.is_some() {
+            let mut election =
+                controllers_election(&identity, Duration::from_secs(args.lease_seconds));
+            election.name = "shoal-autoscaler".into();
+            config.leader_election = Some(election);
+        }
+        tasks.push((
+            "autoscaler",
+            actix::spawn(async move {
+                if let Err(e) = shoal_autoscaler::run(config, nats, shutdown.wait()).await {
+                    eprintln!("error: autoscaler: {e}");
+                }
+            }),
+        ));
+    }
     if runs(UpActor::Node) {
         let name = crate::node::hostname();
         let backend =
             crate::node::linux_backend(data_dir.join("node"), &args.bridge, &args.pod_cidr, &name)?;
         let mut config = shoal_agent::AgentConfig::new(name, args.pod_cidr.clone());
         config.informers = Some(informers.clone());
+        config.metrics_period = Duration::from_secs(args.metrics_period);
         config.pod_defaults.cluster_dns = args
             .dns_listen
             .map_or(gateway, |a| match a.ip() {

@@ -10,6 +10,7 @@ impl Row for HorizontalPodAutoscaler {
     const COLUMNS: &'static [Column] = &[
         Column::normal("NAME"),
         Column::normal("REFERENCE"),
+        Column::normal("TARGETS"),
         Column::normal("MINPODS"),
         Column::normal("MAXPODS"),
         Column::normal("REPLICAS"),
@@ -21,7 +22,13 @@ impl Row for HorizontalPodAutoscaler {
         vec![
             self.metadata.name.clone(),
             format!("{}/{}", target.kind, target.name),
-            self.spec.min_replicas.unwrap_or(0).to_string(),
+            // TARGETS pairs each metric's spec with its status entry, as kubectl prints them;
+            // `hpa::targets` owns that formatting for `get` and `describe` alike.
+            serde_json::to_value(self)
+                .map(|v| crate::hpa::targets(&v))
+                .unwrap_or_else(|_| "<unknown>".into()),
+            // Kubernetes defaults minReplicas to 1.
+            self.spec.min_replicas.unwrap_or(1).to_string(),
             self.spec.max_replicas.to_string(),
             self.status.current_replicas.to_string(),
             age(self.metadata.creation_timestamp, now),

@@ -1,0 +1,270 @@
+//! HorizontalPodAutoscalers on the command line, as kubectl shows them: the `get hpa` row
+//! (REFERENCE, TARGETS such as `cpu: 73%/60%`, MINPODS, MAXPODS, REPLICAS, AGE), the lines
+//! `describe hpa` adds (every metric's current and target value, the conditions), and
+//! `shoal autoscale`.
+
+use anyhow::{bail, Result};
+use bus_schemas::kinds::hpa::{
+    CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec,
+    MetricTarget, ResourceMetricSource,
+};
+use serde_json::Value;
+
+use crate::cli::AutoscaleArgs;
+use crate::kinds;
+use crate::remote::Session;
+
+fn text(v: &Value, pointer: &str) -> String {
+    match v.pointer(pointer) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The current and target side of one metric, kubectl's way: `73%` and `60%`, `120m` and
+/// `100m`, `<unknown>`, and `(avg)` after per-replica targets of External metrics.
+fn metric_values(spec: &Value, status: Option<&Value>) -> (String, String) {
+    let type_ = text(spec, "/type");
+    let source = match type_.as_str() {
+        "Resource" => "resource",
+        "ContainerResource" => "containerResource",
+        "Pods" => "pods",
+        "Object" => "object",
+        "External" => "external",
+        _ => return ("<unknown>".into(), "<unknown>".into()),
+    };
+    let target = spec
+        .pointer(&format!("/{source}/target"))
+        .cloned()
+        .unwrap_or_default();
+    let current = status
+        .and_then(|s| s.pointer(&format!("/{source}/current")))
+        .cloned()
+        .unwrap_or_default();
+    let or_unknown = |s: String| {
+        if s.is_empty() {
+            "<unknown>".to_string()
+        } else {
+            s
+        }
+    };
+    let (cur, tgt) = match text(&target, "/type").as_str() {
+        "Utilization" => {
+            let cur = text(&current, "/averageUtilization");
+            (
+                or_unknown(if cur.is_empty() {
+                    cur
+                } else {
+                    format!("{cur}%")
+                }),
+                format!("{}%", text(&target, "/averageUtilization")),
+            )
+        }
+        "Value" => (
+            or_unknown(text(&current, "/value")),
+            text(&target, "/value"),
+        ),
+        _ => {
+            let avg = if type_ == "External" || type_ == "Object" {
+                " (avg)"
+            } else {
+                ""
+            };
+            (
+                or_unknown(text(&current, "/averageValue")),
+                format!("{}{avg}", text(&target, "/averageValue")),
+            )
+        }
+    };
+    (cur, tgt)
+}
+
+/// `cpu: 73%/60%` (resource metrics are named, others not), as the TARGETS column shows.
+fn metric_pair(spec: &Value, status: Option<&Value>) -> String {
+    let (cur, tgt) = metric_values(spec, status);
+    let prefix = match text(spec, "/type").as_str() {
+        "Resource" => format!("{}: ", text(spec, "/resource/name")),
+        "ContainerResource" => format!(
+            "{}/{}: ",
+            text(spec, "/containerResource/container"),
+            text(spec, "/containerResource/name")
+        ),
+        _ => String::new(),
+    };
+    format!("{prefix}{cur}/{tgt}")
+}
+
+/// The TARGETS column: every metric, the first two shown as kubectl does.
+pub fn targets(hpa: &Value) -> String {
+    let specs = hpa
+        .pointer("/spec/metrics")
+        .and_then(|m| m.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let statuses = hpa
+        .pointer("/status/currentMetrics")
+        .and_then(|m| m.as_array())
+        .cloned()
+        .unwrap_or_default();
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let mut pairs: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .take(2)
+        .map(|(i, spec)| metric_pair(spec, statuses.get(i)))
+        .collect();
+    if specs.len() > 2 {
+        pairs.push(format!("+ {} more...", specs.len() - 2));
+    }
+    pairs.join(", ")
+}
+
+/// What `describe hpa` shows beyond the object itself.
+pub fn describe(hpa: &Value) {
+    let line = |label: &str, value: String| println!("{:<20}{value}", format!("{label}:"));
+    line(
+        "Reference",
+        format!(
+            "{}/{}",
+            text(hpa, "/spec/scaleTargetRef/kind"),
+            text(hpa, "/spec/scaleTargetRef/name")
+        ),
+    );
+    println!("Metrics:            ( current / target )");
+    let specs = hpa
+        .pointer("/spec/metrics")
+        .and_then(|m| m.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let statuses = hpa
+        .pointer("/status/currentMetrics")
+        .and_then(|m| m.as_array())
+        .cloned()
+        .unwrap_or_default();
+    for (i, spec) in specs.iter().enumerate() {
+        let (cur, tgt) = metric_values(spec, statuses.get(i));
+        println!("  {}:  {cur} / {tgt}", metric_label(spec));
+    }
+    line("Min replicas", text(hpa, "/spec/minReplicas"));
+    line("Max replicas", text(hpa, "/spec/maxReplicas"));
+    line(
+        "Deployment pods",
+        format!(
+            "{} current / {} desired",
+            hpa.pointer("/status/currentReplicas")
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0),
+            hpa.pointer("/status/desiredReplicas")
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0)
+        ),
+    );
+    let conditions = hpa
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .cloned()
+        .unwrap_or_default();
+    if !conditions.is_empty() {
+        println!("Conditions:");
+        println!("  {:<16}{:<8}{:<28}MESSAGE", "TYPE", "STATUS", "REASON");
+        for c in &conditions {
+            println!(
+                "  {:<16}{:<8}{:<28}{}",
+                text(c, "/type"),
+                text(c, "/status"),
+                text(c, "/reason"),
+                text(c, "/message")
+            );
+        }
+    }
+}
+
+/// kubectl's label of a metric in `describe`.
+fn metric_label(spec: &Value) -> String {
+    match text(spec, "/type").as_str() {
+        "Resource" => {
+            let name = text(spec, "/resource/name");
+            if text(spec, "/resource/target/type") == "Utilization" {
+                format!("resource {name} on pods  (as a percentage of request)")
+            } else {
+                format!("resource {name} on pods")
+            }
+        }
+        "ContainerResource" => format!(
+            "resource {} of container \"{}\" on pods",
+            text(spec, "/containerResource/name"),
+            text(spec, "/containerResource/container")
+        ),
+        "Pods" => format!("\"{}\" on pods", text(spec, "/pods/metric/name")),
+        "Object" => format!(
+            "\"{}\" on {}/{}",
+            text(spec, "/object/metric/name"),
+            text(spec, "/object/describedObject/kind"),
+            text(spec, "/object/describedObject/name")
+        ),
+        "External" => format!(
+            "\"{}\" (external metric)",
+            text(spec, "/external/metric/name")
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// `shoal autoscale deploy/web --min 2 --max 20 --cpu-percent 60`.
+pub async fn autoscale(session: &Session, args: AutoscaleArgs) -> Result<i32> {
+    let (info, name) = kinds::split_slash(&args.target)?;
+    let name = match (name, &args.name_arg) {
+        (Some(n), _) => n,
+        (None, Some(n)) => n.clone(),
+        (None, None) => bail!("name the workload: shoal autoscale deploy/NAME --max N"),
+    };
+    if !matches!(info.kind, "Deployment" | "ReplicaSet") {
+        bail!(
+            "cannot autoscale a {}: only deployments and replicasets have a scale subresource",
+            info.kind
+        );
+    }
+    if args.max < 1 {
+        bail!("--max must be at least 1, not {}", args.max);
+    }
+    let mut hpa = HorizontalPodAutoscaler::default();
+    hpa.metadata.name = args.name.clone().unwrap_or_else(|| name.clone());
+    hpa.metadata.namespace = kinds::namespace_for(info, &args.namespace);
+    hpa.spec = HorizontalPodAutoscalerSpec {
+        scale_target_ref: CrossVersionObjectReference {
+            api_version: info.api_version.into(),
+            kind: info.kind.into(),
+            name,
+        },
+        min_replicas: args.min,
+        max_replicas: args.max,
+        // None: the API's default, 80% CPU, as kubectl leaves it to the server.
+        metrics: args
+            .cpu_percent
+            .map(|percent| {
+                vec![MetricSpec {
+                    type_: "Resource".into(),
+                    resource: Some(ResourceMetricSource {
+                        name: "cpu".into(),
+                        target: MetricTarget {
+                            type_: "Utilization".into(),
+                            average_utilization: Some(percent),
+                            ..Default::default()
+                        },
+                    }),
+                    ..Default::default()
+                }]
+            })
+            .unwrap_or_default(),
+        behavior: None,
+    };
+    let created = session.api.create(&hpa).await?;
+    println!(
+        "horizontalpodautoscaler.autoscaling/{} autoscaled",
+        created.metadata.name
+    );
+    Ok(0)
+}
