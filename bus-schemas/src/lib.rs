@@ -30,6 +30,6 @@ pub mod status;
 pub mod subjects;
 pub mod validation;
 
-pub use meta::{Condition, ObjectMeta, OwnerReference, Time, TypeMeta};
+pub use meta::{Condition, ManagedFieldsEntry, ObjectMeta, OwnerReference, Time, TypeMeta};
 pub use resource::{KindInfo, Resource};
 pub use status::{Cause, Reason, Status};

@@ -3,7 +3,11 @@
 //! # Layout
 //! - [`actor`]: the actix adapter: subscriptions in, replies out, one task per request.
 //! - [`server`]: routing by subject to verb and kind; node reports.
-//! - [`write`]: create, update, update-status, apply, patch, delete (CAS, graceful deletion).
+//! - [`write`]: create, update, update-status, patch, delete (CAS, graceful deletion); writes
+//!   that name a field manager record what they changed in `metadata.managedFields`.
+//! - [`apply`]: the apply verb (server-side apply), thin over [`field_manager`].
+//! - [`field_manager`]: pure: managed-field sets, merge keys of the core kinds' lists, the
+//!   apply merge, conflicts.
 //! - [`read`]: get, and list served from the shared cache made consistent with the log.
 //! - [`admission`]: namespaces, priorities, node ownership.
 //! - [`merge_patch`], [`reply`], [`request`]: small helpers.
@@ -19,6 +23,8 @@
 
 pub mod actor;
 pub mod admission;
+pub mod apply;
+pub mod field_manager;
 pub mod local;
 pub mod merge_patch;
 pub mod read;

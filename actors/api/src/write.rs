@@ -1,25 +1,26 @@
-//! The write verbs: create, update, update-status, apply, patch, delete.
+//! The write verbs: create, update, update-status, patch, delete (apply is in [`crate::apply`]).
 //!
 //! Every write is a compare-and-swap on the object's subject. A request that named a
 //! resourceVersion gets Conflict when it is stale; one that did not (an unconditional update,
 //! a status report, a patch) is retried against the newest version.
 
-use bus_schemas::api::{DeleteOptions, PatchRequest, HEADER_APPLY_RESULT};
+use bus_schemas::api::{DeleteOptions, PatchRequest};
 use bus_schemas::codec::{self, MAX_OBJECT_BYTES};
 use bus_schemas::status::Cause;
 use bus_schemas::subjects;
 use bus_schemas::validation::validate_meta;
-use bus_schemas::{Reason, Resource, Status};
+use bus_schemas::{ManagedFieldsEntry, Reason, Resource, Status};
 use chrono::Utc;
 use shoal_bus::store::{EventType, RawEvent, StoreError};
 
 use crate::admission;
+use crate::field_manager;
 use crate::reply::Reply;
 use crate::request::Request;
 use crate::server::ApiServer;
 
 /// How many times a write without a resourceVersion is retried against newer versions.
-const MAX_UNCONDITIONAL_RETRIES: usize = 16;
+pub(crate) const MAX_UNCONDITIONAL_RETRIES: usize = 16;
 /// How many generated names a create with `generateName` tries before AlreadyExists.
 const GENERATE_NAME_ATTEMPTS: u8 = 8;
 
@@ -83,7 +84,7 @@ pub(crate) fn subject_of<K: Resource>(namespace: &str, name: &str) -> String {
     subjects::object(&K::INFO.token(), namespace, name)
 }
 
-fn store_error(kind: &str, namespace: &str, name: &str, e: StoreError) -> Status {
+pub(crate) fn store_error(kind: &str, namespace: &str, name: &str, e: StoreError) -> Status {
     match e {
         StoreError::Conflict { .. } => Status::conflict(
             kind,
@@ -99,7 +100,7 @@ fn store_error(kind: &str, namespace: &str, name: &str, e: StoreError) -> Status
     }
 }
 
-fn validate<K: Resource>(obj: &K, old: Option<&K>) -> Result<(), Status> {
+pub(crate) fn validate<K: Resource>(obj: &K, old: Option<&K>) -> Result<(), Status> {
     let mut causes = validate_meta(&K::INFO, obj.meta());
     causes.extend(obj.validate_kind());
     if let Some(old) = old {
@@ -283,7 +284,27 @@ impl ApiServer {
     }
 
     async fn create_named<K: Resource>(&self, req: &Request<'_>, mut obj: K) -> Result<K, Status> {
+        let managed_fields = match &req.field_manager {
+            Some(manager) => {
+                let operation = if req.is_apply() {
+                    ManagedFieldsEntry::APPLY
+                } else {
+                    ManagedFieldsEntry::UPDATE
+                };
+                let requested = serde_json::to_value(&obj)
+                    .map_err(|e| Status::internal(format!("encoding for create: {e}")))?;
+                field_manager::record_create(
+                    &requested,
+                    manager,
+                    operation,
+                    K::INFO.api_version,
+                    Utc::now(),
+                )
+            }
+            None => Vec::new(),
+        };
         let meta = obj.meta_mut();
+        meta.managed_fields = managed_fields;
         meta.namespace = default_namespace::<K>(&meta.namespace);
         meta.uid = uuid::Uuid::new_v4().to_string();
         meta.creation_timestamp = Some(Utc::now());
@@ -402,6 +423,7 @@ impl ApiServer {
                 merge_server_fields(&mut next, &current);
                 admission::admit(self, &mut next, Some(&current)).await?;
                 validate(&next, Some(&current))?;
+                self.record_manager(req, &mut next, &current)?;
                 next
             };
             match self
@@ -421,13 +443,40 @@ impl ApiServer {
         ))
     }
 
+    /// Gives the request's field manager the fields this update or patch changes (see
+    /// [`field_manager::record_update`]); a writer without a manager leaves ownership as is.
+    fn record_manager<K: Resource>(
+        &self,
+        req: &Request<'_>,
+        next: &mut K,
+        current: &K,
+    ) -> Result<(), Status> {
+        let Some(manager) = &req.field_manager else {
+            return Ok(());
+        };
+        let encode = |obj: &K| {
+            serde_json::to_value(obj)
+                .map_err(|e| Status::internal(format!("encoding for managed fields: {e}")))
+        };
+        let recorded = field_manager::record_update(
+            &encode(current)?,
+            &encode(next)?,
+            manager,
+            &current.meta().managed_fields,
+            K::INFO.api_version,
+            Utc::now(),
+        );
+        next.meta_mut().managed_fields = recorded;
+        Ok(())
+    }
+
     /// Writes `next` over `current` unless nothing changed; removes the object instead when a
     /// pending deletion has no finalizers left.
     ///
     /// `cached` says `current` came from the cache: "nothing changed" is then only true of
     /// the cached version, so it is answered as a conflict, and the caller's retry compares
     /// against the log (or the request would be acknowledged without being applied).
-    async fn write_change<K: Resource>(
+    pub(crate) async fn write_change<K: Resource>(
         &self,
         req: &Request<'_>,
         mut next: K,
@@ -454,52 +503,6 @@ impl ApiServer {
             return Ok(removed);
         }
         self.put(req, EventType::Modified, next, revision).await
-    }
-
-    pub(crate) async fn apply<K: Resource>(&self, req: &Request<'_>) -> Result<Reply, Status> {
-        let incoming = decode_object::<K>(req.payload)?;
-        let ns = default_namespace::<K>(&incoming.meta().namespace);
-        let name = incoming.meta().name.clone();
-        for _ in 0..MAX_UNCONDITIONAL_RETRIES {
-            let Some((current, revision)) = self.current::<K>(&ns, &name).await? else {
-                match self.create_object(req, incoming.clone()).await {
-                    Ok(created) => {
-                        return Ok(Reply::ok(&created)?.with_header(HEADER_APPLY_RESULT, "created"))
-                    }
-                    Err(s) if s.is(Reason::AlreadyExists) => continue,
-                    Err(s) => return Err(s),
-                }
-            };
-            let mut next = incoming.clone();
-            next.meta_mut().namespace = ns.clone();
-            next.keep_status_of(&current);
-            next.apply_defaults();
-            merge_server_fields(&mut next, &current);
-            admission::admit(self, &mut next, Some(&current)).await?;
-            validate(&next, Some(&current))?;
-            next.meta_mut().resource_version = current.meta().resource_version.clone();
-            next.meta_mut().generation =
-                current.meta().generation + i64::from(next.spec_differs(&current));
-            if next == current {
-                return Ok(Reply::ok(&current)?.with_header(HEADER_APPLY_RESULT, "unchanged"));
-            }
-            match self
-                .write_change(req, next, &current, revision, false)
-                .await
-            {
-                Ok(stored) => {
-                    return Ok(Reply::ok(&stored)?.with_header(HEADER_APPLY_RESULT, "configured"))
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),
-            }
-        }
-        Err(Status::conflict(
-            K::INFO.kind,
-            &ns,
-            &name,
-            "too many concurrent writers",
-        ))
     }
 
     pub(crate) async fn patch<K: Resource>(&self, req: &Request<'_>) -> Result<Reply, Status> {
@@ -543,6 +546,7 @@ impl ApiServer {
                 merge_server_fields(&mut next, &current);
                 admission::admit(self, &mut next, Some(&current)).await?;
                 validate(&next, Some(&current))?;
+                self.record_manager(req, &mut next, &current)?;
                 next
             };
             match self
@@ -664,7 +668,7 @@ impl ApiServer {
 
 /// Carries what only the server sets from the stored version into a new one. Call after
 /// defaulting, so that defaults alone never count as a spec change.
-fn merge_server_fields<K: Resource>(next: &mut K, current: &K) {
+pub(crate) fn merge_server_fields<K: Resource>(next: &mut K, current: &K) {
     let cur = current.meta();
     let meta = next.meta_mut();
     meta.uid = cur.uid.clone();
@@ -673,6 +677,9 @@ fn merge_server_fields<K: Resource>(next: &mut K, current: &K) {
     meta.deletion_grace_period_seconds = cur.deletion_grace_period_seconds;
     meta.generate_name = cur.generate_name.clone();
     meta.generation = cur.generation;
+    // Only the API writes ownership: what a client sends is ignored, as the write itself
+    // decides who owns what (`record_manager`, `crate::apply`).
+    meta.managed_fields = cur.managed_fields.clone();
     // Finalizers may only be added while the object is not being deleted.
     if cur.deletion_timestamp.is_some() {
         let kept: Vec<String> = meta

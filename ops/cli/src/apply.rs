@@ -97,7 +97,7 @@ pub fn check(
 
 async fn apply_one<K: Resource>(api: &ApiClient, doc: &Document) -> Result<String> {
     let obj: K = manifest::decode(doc).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (applied, outcome) = api.apply(&obj).await?;
+    let (applied, outcome) = api.apply(&obj, false).await?;
     Ok(format!(
         "{}/{} {}",
         K::INFO.singular(),
