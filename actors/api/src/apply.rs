@@ -7,14 +7,11 @@ use bus_schemas::{codec, Cause, Resource, Status};
 use chrono::Utc;
 use shoal_bus::store::StoreError;
 
-use crate::admission;
 use crate::field_manager::{self, Applier, Conflict};
 use crate::reply::Reply;
 use crate::request::Request;
-use crate::server::ApiServer;
-use crate::write::{
-    decode_object, default_namespace, merge_server_fields, store_error, validate,
-    MAX_UNCONDITIONAL_RETRIES,
+use crate::state::{
+    decode_object, default_namespace, store_error, ApiServer, MAX_UNCONDITIONAL_RETRIES,
 };
 
 impl ApiServer {
@@ -60,12 +57,7 @@ impl ApiServer {
             let outcome = field_manager::merge_applied(&live, &applied, &manager, entries);
             let mut next: K = codec::from_json_value_strict(outcome.merged)
                 .map_err(|causes| Status::invalid(K::INFO.kind, &name, causes))?;
-            next.meta_mut().namespace = ns.clone();
-            next.keep_status_of(&current);
-            next.apply_defaults();
-            merge_server_fields(&mut next, &current);
-            admission::admit(self, &mut next, Some(&current)).await?;
-            validate(&next, Some(&current))?;
+            self.prepare_spec_change(&mut next, &current).await?;
             let applier = Applier {
                 manager: &manager,
                 force: req.force,
