@@ -239,6 +239,9 @@ pub struct GetArgs {
     /// With `-w`: print only changes, not the list first.
     #[arg(long)]
     pub watch_only: bool,
+    /// Prefix names with their kind (`pod/web-1`), as when several kinds are listed.
+    #[arg(long)]
+    pub show_kind: bool,
     /// Keep `metadata.managedFields` in `-o yaml|json` (left out by default, as kubectl does).
     #[arg(long)]
     pub show_managed_fields: bool,

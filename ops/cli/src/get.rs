@@ -78,7 +78,7 @@ pub async fn run(session: &Session, args: GetArgs) -> Result<i32> {
                 namespaced_column,
                 args.show_labels,
             );
-            if multiple_kinds {
+            if multiple_kinds || args.show_kind {
                 for row in &mut t.rows {
                     let col = usize::from(namespaced_column);
                     row[col] = format!("{}/{}", info.singular(), row[col]);

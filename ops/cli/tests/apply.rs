@@ -217,6 +217,21 @@ async fn get_without_headers_and_ignoring_absent_names() {
     assert!(without.starts_with("solo "), "{without}");
     assert_eq!(without.lines().count(), 1, "{without}");
 
+    let kinded = succeeds(&cluster, &["get", "po", "--show-kind", "--no-headers"]).await;
+    assert!(kinded.starts_with("pod/solo "), "{kinded}");
+
+    let yaml = succeeds(&cluster, &["get", "po", "solo", "-o", "yaml"]).await;
+    assert!(!yaml.contains("managedFields"), "{yaml}");
+    let yaml = succeeds(
+        &cluster,
+        &["get", "po", "solo", "-o", "yaml", "--show-managed-fields"],
+    )
+    .await;
+    assert!(
+        yaml.contains("managedFields") && yaml.contains("manager: shoal"),
+        "{yaml}"
+    );
+
     let out = shoal(&cluster, &["get", "po", "missing"]).await;
     assert!(!out.ok);
     let out = succeeds(&cluster, &["get", "po", "missing", "--ignore-not-found"]).await;

@@ -94,10 +94,11 @@ pub fn merge_applied(
             owned_elsewhere.union_with(&fields(entry));
         }
     }
-    // A field goes only when nobody else owns it or anything beneath it: dropping the last
-    // label M named must not take the `labels` map, and another writer's labels, with it.
+    // A field goes only when nobody owns anything beneath it: dropping the last label M
+    // named must not take the `labels` map, and another writer's labels, with it; and an
+    // object M named empty last time (`resources: {}`) and now fills stays.
     for path in previously.difference(&applied_fields).iter() {
-        if !owned_elsewhere.has_within(path) {
+        if !owned_elsewhere.has_within(path) && !applied_fields.has_within(path) {
             tree::remove(&mut merged, path);
         }
     }
@@ -507,6 +508,27 @@ mod tests {
         bare["metadata"].as_object_mut().unwrap().remove("labels");
         let result = apply_as(&labelled, &bare, "shoal", false).unwrap();
         assert_eq!(result["metadata"]["labels"], json!({"team": "blue"}));
+    }
+
+    #[test]
+    fn an_object_named_empty_then_filled_keeps_what_fills_it() {
+        let mut manifest = deployment(3, "v1");
+        manifest["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({});
+        let live = created_by_apply(&manifest);
+        let mut filled = deployment(3, "v1");
+        filled["spec"]["template"]["spec"]["containers"][0]["resources"] =
+            json!({"limits": {"memory": "64Mi"}});
+        let result = apply_as(&live, &filled, "shoal", false).unwrap();
+        assert_eq!(
+            result["spec"]["template"]["spec"]["containers"][0]["resources"],
+            json!({"limits": {"memory": "64Mi"}})
+        );
+        // And back: naming it empty again removes what this manager had put in it.
+        let emptied = apply_as(&result, &manifest, "shoal", false).unwrap();
+        assert_eq!(
+            emptied["spec"]["template"]["spec"]["containers"][0]["resources"],
+            json!({})
+        );
     }
 
     #[test]
