@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 
 /// Header on apply replies: `created`, `configured` or `unchanged`.
 pub const HEADER_APPLY_RESULT: &str = "Shoal-Apply";
+/// Request header naming the writer (Kubernetes' `fieldManager`): required on apply, and
+/// recorded in `metadata.managedFields` on every write that carries it.
+pub const HEADER_FIELD_MANAGER: &str = "Shoal-Field-Manager";
+/// Request header on apply: `true` takes over fields other managers own instead of failing
+/// with Conflict (Kubernetes' `force`).
+pub const HEADER_FORCE: &str = "Shoal-Force";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

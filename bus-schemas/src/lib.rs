@@ -35,6 +35,6 @@ pub mod subjects;
 pub mod validation;
 pub mod wellknown;
 
-pub use meta::{Condition, ObjectMeta, OwnerReference, Time, TypeMeta};
+pub use meta::{Condition, ManagedFieldsEntry, ObjectMeta, OwnerReference, Time, TypeMeta};
 pub use resource::{KindInfo, Resource};
 pub use status::{Cause, Reason, Status};

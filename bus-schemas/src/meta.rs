@@ -41,6 +41,39 @@ pub struct ObjectMeta {
     /// Kubernetes' generateName: the API appends a random suffix when `name` is empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub generate_name: String,
+    /// Which field manager owns which fields (Kubernetes' server-side apply bookkeeping):
+    /// written only by the API, from the writers' `Shoal-Field-Manager` header.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_fields: Vec<ManagedFieldsEntry>,
+}
+
+/// One manager's fields, as Kubernetes records them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedFieldsEntry {
+    pub manager: String,
+    /// `Apply` (server-side apply) or `Update` (create, update, patch).
+    pub operation: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<Time>,
+    /// Always `FieldsV1`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fields_type: String,
+    /// The owned fields as a FieldsV1 tree: `f:<field>` for a field, `k:<json>` for an item of
+    /// a list keyed by merge key, `v:<json>` for an item of a set, `.` for the node itself.
+    #[serde(
+        default,
+        rename = "fieldsV1",
+        skip_serializing_if = "serde_json::Value::is_null"
+    )]
+    pub fields_v1: serde_json::Value,
+}
+
+impl ManagedFieldsEntry {
+    pub const APPLY: &'static str = "Apply";
+    pub const UPDATE: &'static str = "Update";
 }
 
 fn is_zero(v: &i64) -> bool {

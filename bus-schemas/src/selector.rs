@@ -317,8 +317,7 @@ impl Requirement {
     }
 }
 
-/// The string-grammar form. `Gt`/`Lt` print as `key>1`/`key<1` as Kubernetes does, but the
-/// grammar here does not read them back.
+/// The string-grammar form; `Gt`/`Lt` print as `key>1`/`key<1`, as Kubernetes prints them.
 impl fmt::Display for Requirement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let key = &self.key;
@@ -419,7 +418,7 @@ impl FromStr for Selector {
     }
 }
 
-/// The canonical string form; it parses back to an equal selector (barring `Gt`/`Lt`).
+/// The canonical string form; it parses back to an equal selector.
 impl fmt::Display for Selector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, requirement) in self.requirements.iter().enumerate() {
@@ -613,15 +612,8 @@ impl<'a> Parser<'a> {
             Token::NotEquals => Operator::NotEquals,
             Token::Word("in") => Operator::In,
             Token::Word("notin") => Operator::NotIn,
-            Token::Greater | Token::Less => {
-                return Err(self.error(
-                    at,
-                    format!(
-                        "unexpected {token}: \"<\" and \">\" are not supported in label \
-                         selectors (Gt and Lt exist only in node affinity)"
-                    ),
-                ))
-            }
+            Token::Greater => Operator::Gt,
+            Token::Less => Operator::Lt,
             token => {
                 return Err(self.error(
                     at,
@@ -636,7 +628,17 @@ impl<'a> Parser<'a> {
         let values = if matches!(operator, Operator::In | Operator::NotIn) {
             self.set(token, key)?
         } else {
-            vec![self.exact_value(token, key)?]
+            let (value_at, _) = self.peek();
+            let value = self.exact_value(token, key)?;
+            // Kubernetes reads the bound as a 64-bit integer, and it must also be a valid
+            // label value: `x>-1` and `x>+1` are refused, `x>007` is 7.
+            if matches!(operator, Operator::Gt | Operator::Lt) && value.parse::<i64>().is_err() {
+                return Err(self.error(
+                    value_at,
+                    format!("{token} needs an integer value, not {value:?}"),
+                ));
+            }
+            vec![value]
         };
         Ok(requirement(operator, values))
     }
@@ -1120,8 +1122,10 @@ mod tests {
             ("app web", 4, "unexpected \"web\" after key \"app\""),
             ("app===web", 5, "expected a value after \"==\""),
             ("app=(x)", 4, "expected a value after \"=\""),
-            ("app>1", 3, "not supported in label selectors"),
-            ("app<1", 3, "not supported"),
+            ("app>x", 4, "needs an integer value, not \"x\""),
+            ("app<", 4, "needs an integer value, not \"\""),
+            ("app>-1", 4, "invalid label value \"-1\""),
+            ("app>=1", 4, "expected a value after \">\""),
             ("app in (a=b)", 9, "unexpected \"=\""),
             ("é=1", 0, "invalid label key \"é\""),
         ];
@@ -1145,6 +1149,7 @@ mod tests {
             ("x, !y", "x,!y"),
             ("a in (,x)", "a in (,x)"),
             ("a in ()", "a in ()"),
+            ("b<10, a > 007", "a>007,b<10"),
             ("a=", "a="),
             ("a!=", "a!="),
             ("a=1,a=1", "a=1"),

@@ -5,8 +5,10 @@
 //! imports one that imports it back.
 //! - [`actor`]: the actix adapter: subscriptions in, replies out, one task per request, lanes.
 //! - [`server`]: routing by subject to verb and kind; node reports.
-//! - the verbs: [`write`] (create, update, update-status, apply, patch; the shared
-//!   `prepare_spec_change` every change of spec goes through), [`deletion`] (graceful
+//! - the verbs: [`write`] (create, update, update-status, patch; the shared
+//!   `prepare_spec_change` every change of spec goes through; writes that name a field
+//!   manager record what they changed in `metadata.managedFields`), [`apply`] (server-side
+//!   apply, thin over [`field_manager`]), [`deletion`] (graceful
 //!   deletion), [`read`] (get, and list served from the shared cache made consistent with the
 //!   log), [`scale`] (the scale subresource, get-scale and update-scale, of Deployments and
 //!   ReplicaSets).
@@ -18,6 +20,8 @@
 //!   through the verbs).
 //! - [`state`]: the bottom: [`ApiServer`]'s store and caches, the lookups every verb uses, and
 //!   the primitives that write the log.
+//! - [`field_manager`]: pure: managed-field sets, merge keys of the core kinds' lists, the
+//!   apply merge, conflicts.
 //! - [`merge_patch`], [`reply`], [`request`]: small helpers.
 //! - [`local`]: a whole control plane on a temporary nats-server, for other crates' tests
 //!   (feature `test-support`).
@@ -33,8 +37,10 @@
 
 pub mod actor;
 pub mod admission;
+pub mod apply;
 pub mod commit;
 pub mod deletion;
+pub mod field_manager;
 #[cfg(feature = "test-support")]
 pub mod local;
 pub mod merge_patch;

@@ -1,6 +1,7 @@
 //! What the API knows about one incoming request.
 
 use async_nats::HeaderMap;
+use bus_schemas::api::{HEADER_FIELD_MANAGER, HEADER_FORCE};
 use bus_schemas::subjects::HEADER_TRACEPARENT;
 use shoal_bus::client::HEADER_REQUEST_ID;
 use shoal_bus::WriteMeta;
@@ -10,6 +11,10 @@ pub struct Request<'a> {
     pub payload: &'a [u8],
     pub request_id: Option<String>,
     pub traceparent: Option<String>,
+    /// The writer's name for `metadata.managedFields` (Kubernetes' `fieldManager`).
+    pub field_manager: Option<String>,
+    /// On apply: take over fields other managers own instead of failing with Conflict.
+    pub force: bool,
     /// Set for reports arriving on `shoal.v1.node.<node>.…`: the node that sent it.
     pub from_node: Option<String>,
 }
@@ -22,8 +27,15 @@ impl<'a> Request<'a> {
             payload,
             request_id: header(HEADER_REQUEST_ID),
             traceparent: header(HEADER_TRACEPARENT),
+            field_manager: header(HEADER_FIELD_MANAGER).filter(|m| !m.is_empty()),
+            force: header(HEADER_FORCE).is_some_and(|v| v.eq_ignore_ascii_case("true")),
             from_node: None,
         }
+    }
+
+    /// Whether this is a server-side apply (its creates record an `Apply` manager).
+    pub fn is_apply(&self) -> bool {
+        self.subject.ends_with(".apply")
     }
 
     pub fn write_meta(&self) -> WriteMeta<'_> {

@@ -1,5 +1,5 @@
-//! The write verbs: create, update, update-status, apply, patch. Deletion is its own verb,
-//! in [`crate::deletion`].
+//! The write verbs: create, update, update-status, patch. Deletion is its own verb, in
+//! [`crate::deletion`]; apply (server-side apply) is in [`crate::apply`].
 //!
 //! Every write is a compare-and-swap on the object's subject. A request that named a
 //! resourceVersion gets Conflict when it is stale; one that did not (an unconditional update,
@@ -10,11 +10,12 @@
 //! [`ApiServer::prepare_spec_change`], so a new way of deciding the next version (server-side
 //! apply) gets defaults, server-owned fields, admission and validation by calling it.
 
-use bus_schemas::api::{PatchRequest, HEADER_APPLY_RESULT};
+use bus_schemas::api::PatchRequest;
 use bus_schemas::codec;
 use bus_schemas::status::Cause;
 use bus_schemas::validation::validate_meta;
-use bus_schemas::{Reason, Resource, Status};
+use bus_schemas::{ManagedFieldsEntry, Reason, Resource, Status};
+use chrono::Utc;
 use shoal_bus::store::StoreError;
 
 use crate::reply::Reply;
@@ -22,7 +23,7 @@ use crate::request::Request;
 use crate::state::{
     decode_object, default_namespace, stamp_new, store_error, ApiServer, MAX_UNCONDITIONAL_RETRIES,
 };
-use crate::{admission, service_ips};
+use crate::{admission, field_manager, service_ips};
 
 pub use bus_schemas::wellknown::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 
@@ -81,6 +82,26 @@ impl ApiServer {
     }
 
     async fn create_named<K: Resource>(&self, req: &Request<'_>, mut obj: K) -> Result<K, Status> {
+        let managed_fields = match &req.field_manager {
+            Some(manager) => {
+                let operation = if req.is_apply() {
+                    ManagedFieldsEntry::APPLY
+                } else {
+                    ManagedFieldsEntry::UPDATE
+                };
+                let requested = serde_json::to_value(&obj)
+                    .map_err(|e| Status::internal(format!("encoding for create: {e}")))?;
+                field_manager::record_create(
+                    &requested,
+                    manager,
+                    operation,
+                    K::INFO.api_version,
+                    Utc::now(),
+                )
+            }
+            None => Vec::new(),
+        };
+        obj.meta_mut().managed_fields = managed_fields;
         stamp_new(&mut obj);
         admission::admit(self, &mut obj, None).await?;
         validate(&obj, None)?;
@@ -101,6 +122,33 @@ impl ApiServer {
         merge_server_fields(next, current);
         admission::admit(self, next, Some(current)).await?;
         validate(next, Some(current))
+    }
+
+    /// Gives the request's field manager the fields this update or patch changes (see
+    /// [`field_manager::record_update`]); a writer without a manager leaves ownership as is.
+    fn record_manager<K: Resource>(
+        &self,
+        req: &Request<'_>,
+        next: &mut K,
+        current: &K,
+    ) -> Result<(), Status> {
+        let Some(manager) = &req.field_manager else {
+            return Ok(());
+        };
+        let encode = |obj: &K| {
+            serde_json::to_value(obj)
+                .map_err(|e| Status::internal(format!("encoding for managed fields: {e}")))
+        };
+        let recorded = field_manager::record_update(
+            &encode(current)?,
+            &encode(next)?,
+            manager,
+            &current.meta().managed_fields,
+            K::INFO.api_version,
+            Utc::now(),
+        );
+        next.meta_mut().managed_fields = recorded;
+        Ok(())
     }
 
     pub(crate) async fn update<K: Resource>(
@@ -170,6 +218,7 @@ impl ApiServer {
             } else {
                 let mut next = incoming.clone();
                 self.prepare_spec_change(&mut next, &current).await?;
+                self.record_manager(req, &mut next, &current)?;
                 next
             };
             match self
@@ -178,47 +227,6 @@ impl ApiServer {
             {
                 Ok(stored) => return Ok(stored),
                 Err(StoreError::Conflict { .. }) if wanted_revision.is_none() || cached => continue,
-                Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),
-            }
-        }
-        Err(Status::conflict(
-            K::INFO.kind,
-            &ns,
-            &name,
-            "too many concurrent writers",
-        ))
-    }
-
-    pub(crate) async fn apply<K: Resource>(&self, req: &Request<'_>) -> Result<Reply, Status> {
-        let incoming = decode_object::<K>(req.payload)?;
-        let ns = default_namespace::<K>(&incoming.meta().namespace);
-        let name = incoming.meta().name.clone();
-        for _ in 0..MAX_UNCONDITIONAL_RETRIES {
-            let Some((current, revision)) = self.current::<K>(&ns, &name).await? else {
-                match self.create_object(req, incoming.clone()).await {
-                    Ok(created) => {
-                        return Ok(Reply::ok(&created)?.with_header(HEADER_APPLY_RESULT, "created"))
-                    }
-                    Err(s) if s.is(Reason::AlreadyExists) => continue,
-                    Err(s) => return Err(s),
-                }
-            };
-            let mut next = incoming.clone();
-            self.prepare_spec_change(&mut next, &current).await?;
-            next.meta_mut().resource_version = current.meta().resource_version.clone();
-            next.meta_mut().generation =
-                current.meta().generation + i64::from(next.spec_differs(&current));
-            if next == current {
-                return Ok(Reply::ok(&current)?.with_header(HEADER_APPLY_RESULT, "unchanged"));
-            }
-            match self
-                .write_change(req, next, &current, revision, false)
-                .await
-            {
-                Ok(stored) => {
-                    return Ok(Reply::ok(&stored)?.with_header(HEADER_APPLY_RESULT, "configured"))
-                }
-                Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),
             }
         }
@@ -267,6 +275,7 @@ impl ApiServer {
             } else {
                 let mut next = patched;
                 self.prepare_spec_change(&mut next, &current).await?;
+                self.record_manager(req, &mut next, &current)?;
                 next
             };
             match self
@@ -298,6 +307,9 @@ fn merge_server_fields<K: Resource>(next: &mut K, current: &K) {
     meta.deletion_grace_period_seconds = cur.deletion_grace_period_seconds;
     meta.generate_name = cur.generate_name.clone();
     meta.generation = cur.generation;
+    // Only the API writes ownership: what a client sends is ignored, as the write itself
+    // decides who owns what (`record_manager`, `crate::apply`).
+    meta.managed_fields = cur.managed_fields.clone();
     // Finalizers may only be added while the object is not being deleted.
     if cur.deletion_timestamp.is_some() {
         let kept: Vec<String> = meta

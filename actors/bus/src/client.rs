@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use async_nats::{HeaderMap, RequestErrorKind};
 use bus_schemas::api::{
     DeleteOptions, ListOptions, ObjectList, ObjectRef, PatchRequest, Scale, HEADER_APPLY_RESULT,
+    HEADER_FIELD_MANAGER, HEADER_FORCE,
 };
 use bus_schemas::codec;
 use bus_schemas::subjects::{self, Verb, HEADER_CODE, HEADER_TRACEPARENT};
@@ -110,7 +111,11 @@ pub struct ApiClient {
     attempt_timeout: Duration,
     deadline: Duration,
     traceparent: Option<String>,
+    field_manager: Option<String>,
 }
+
+/// The field manager `apply` uses when the client names none (what `shoal apply` uses).
+pub const DEFAULT_APPLY_MANAGER: &str = "shoal";
 
 impl ApiClient {
     pub fn new(nats: async_nats::Client) -> ApiClient {
@@ -119,7 +124,19 @@ impl ApiClient {
             attempt_timeout: Duration::from_secs(3),
             deadline: Duration::from_secs(20),
             traceparent: None,
+            field_manager: None,
         }
+    }
+
+    /// Names this writer in `metadata.managedFields` (Kubernetes' `fieldManager`): every
+    /// write it sends records the fields it changed under this name.
+    pub fn with_field_manager(mut self, manager: impl Into<String>) -> ApiClient {
+        self.field_manager = Some(manager.into());
+        self
+    }
+
+    pub fn field_manager(&self) -> Option<&str> {
+        self.field_manager.as_deref()
     }
 
     /// Bounds how long one request may take in total, retries included.
@@ -145,8 +162,24 @@ impl ApiClient {
         verb: Verb,
         body: Vec<u8>,
     ) -> Result<RawReply, ApiError> {
+        self.request_raw_with(kind_token, verb, body, HeaderMap::new())
+            .await
+    }
+
+    /// As [`ApiClient::request_raw`], with headers of the caller's added.
+    pub async fn request_raw_with(
+        &self,
+        kind_token: &str,
+        verb: Verb,
+        body: Vec<u8>,
+        mut headers: HeaderMap,
+    ) -> Result<RawReply, ApiError> {
         let subject = subjects::api(kind_token, verb);
-        let mut headers = HeaderMap::new();
+        if let Some(manager) = &self.field_manager {
+            if headers.get(HEADER_FIELD_MANAGER).is_none() {
+                headers.insert(HEADER_FIELD_MANAGER, manager.as_str());
+            }
+        }
         headers.insert(HEADER_REQUEST_ID, uuid::Uuid::new_v4().to_string().as_str());
         headers.insert(
             HEADER_TIMEOUT_MS,
@@ -228,11 +261,31 @@ impl ApiClient {
             .0)
     }
 
-    /// Creates, or updates the spec, labels and annotations of an existing object; writes
-    /// nothing when they already match.
-    pub async fn apply<K: Resource>(&self, obj: &K) -> Result<(K, ApplyOutcome), ApiError> {
+    /// Server-side apply under this client's field manager ([`DEFAULT_APPLY_MANAGER`] when
+    /// it has none): creates the object, or merges the fields `obj` names into it, removing
+    /// those this manager named last time and no longer does. Fields another manager owns
+    /// and `obj` changes fail with Conflict unless `force` takes them over.
+    pub async fn apply<K: Resource>(
+        &self,
+        obj: &K,
+        force: bool,
+    ) -> Result<(K, ApplyOutcome), ApiError> {
         let body = Self::encode(obj)?;
-        let (obj, headers) = self.call(&K::INFO.token(), Verb::Apply, body).await?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            HEADER_FIELD_MANAGER,
+            self.field_manager
+                .as_deref()
+                .unwrap_or(DEFAULT_APPLY_MANAGER),
+        );
+        if force {
+            headers.insert(HEADER_FORCE, "true");
+        }
+        let subject = subjects::api(&K::INFO.token(), Verb::Apply);
+        let reply = self
+            .request_raw_with(&K::INFO.token(), Verb::Apply, body, headers)
+            .await?;
+        let (obj, headers): (K, HeaderMap) = decode_reply(&subject, reply)?;
         let outcome = headers
             .get(HEADER_APPLY_RESULT)
             .and_then(|v| ApplyOutcome::parse(v.as_str()))

@@ -74,6 +74,9 @@ impl ControllersConfig {
     }
 }
 
+/// The controllers' name in `metadata.managedFields`.
+pub const FIELD_MANAGER: &str = "shoal-controllers";
+
 /// Runs every controller until `shutdown` resolves. Works inside an actix system or any
 /// tokio runtime. With leader election, waits to lead first, stops the controllers when
 /// leadership is lost and campaigns again; on shutdown the lease is released.
@@ -86,7 +89,7 @@ pub async fn run(
         Some(f) => f,
         None => InformerFactory::new(Store::open(nats.clone()).await?),
     };
-    let api = ApiClient::new(nats);
+    let api = ApiClient::new(nats).with_field_manager(FIELD_MANAGER);
     tokio::pin!(shutdown);
     loop {
         let mut leadership: Option<Leadership> = None;

@@ -95,7 +95,7 @@ pub async fn run(
         .informers
         .clone()
         .unwrap_or_else(|| InformerFactory::new(store.clone()));
-    let api = ApiClient::new(nats);
+    let api = ApiClient::new(nats).with_field_manager(crate::FIELD_MANAGER);
     bind::ensure_namespace(&api, ALLOCATION_NAMESPACE)
         .await
         .map_err(|source| SchedulerError::Bootstrap {

@@ -23,6 +23,10 @@
 //! - [`bind`]: the API writes: allocation record CAS, pod bind CAS, status, events, evictions.
 //! - [`metrics`]: counters (scheduled, conflicts, unschedulable, preemptions).
 
+/// The scheduler's name in `metadata.managedFields`: binds make it the owner of a pod's
+/// `spec.nodeName`.
+pub const FIELD_MANAGER: &str = "shoal-scheduler";
+
 pub mod actor;
 pub mod affinity;
 pub mod bind;

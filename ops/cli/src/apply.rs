@@ -1,10 +1,15 @@
 //! `shoal apply -f`: every document is checked first; if any is bad, nothing is applied and
-//! each bad document is reported by index and field path.
+//! each bad document is reported by index and field path. The API merges each document into
+//! the live object under the command's field manager (server-side apply); `--prune -l`
+//! then deletes what this manager applied before and the manifests no longer hold.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use bus_schemas::api::{DeleteOptions, ListOptions};
 use bus_schemas::manifest::{self, Document, DocumentError};
+use bus_schemas::selector::Selector;
 use bus_schemas::{with_kind, Resource};
 use shoal_bus::ApiClient;
 
@@ -95,15 +100,73 @@ pub fn check(
     Ok(info.kind)
 }
 
-async fn apply_one<K: Resource>(api: &ApiClient, doc: &Document) -> Result<String> {
+async fn apply_one<K: Resource>(api: &ApiClient, doc: &Document, force: bool) -> Result<String> {
     let obj: K = manifest::decode(doc).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (applied, outcome) = api.apply(&obj).await?;
+    let (applied, outcome) = api.apply(&obj, force).await?;
     Ok(format!(
         "{}/{} {}",
         K::INFO.singular(),
         applied.meta().name,
         outcome.as_str()
     ))
+}
+
+/// An object the manifests hold: kind, namespace (defaulted) and name.
+type Key = (&'static str, String, String);
+
+fn key_of(kind: &'static str, doc: &Document) -> Key {
+    let namespaced = bus_schemas::kinds::lookup(kind).is_some_and(|k| k.namespaced);
+    let namespace = doc
+        .value
+        .pointer("/metadata/namespace")
+        .and_then(|v| v.as_str())
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or(if namespaced { "default" } else { "" });
+    (kind, namespace.to_string(), doc.name().to_string())
+}
+
+/// Whether `manager`'s last apply is recorded on the object.
+pub fn applied_by(meta: &bus_schemas::ObjectMeta, manager: &str) -> bool {
+    meta.managed_fields
+        .iter()
+        .any(|e| e.manager == manager && e.operation == bus_schemas::ManagedFieldsEntry::APPLY)
+}
+
+/// Deletes objects of `K` in `namespaces` that match `selector`, were applied by `manager`
+/// and are not in `keep`; returns the lines to print.
+async fn prune_kind<K: Resource>(
+    api: &ApiClient,
+    namespaces: &BTreeSet<String>,
+    selector: &str,
+    manager: &str,
+    keep: &BTreeSet<Key>,
+) -> Result<Vec<String>> {
+    let mut lines = Vec::new();
+    for namespace in namespaces {
+        let options = ListOptions {
+            namespace: namespace.clone(),
+            label_selector: selector.to_string(),
+            ..Default::default()
+        };
+        for obj in api.list::<K>(&options).await?.items {
+            let meta = obj.meta();
+            let key = (K::INFO.kind, meta.namespace.clone(), meta.name.clone());
+            if keep.contains(&key) || meta.is_deleting() || !applied_by(meta, manager) {
+                continue;
+            }
+            let options = DeleteOptions {
+                namespace: meta.namespace.clone(),
+                name: meta.name.clone(),
+                ..Default::default()
+            };
+            match api.delete::<K>(&options).await {
+                Ok(_) => lines.push(format!("{}/{} pruned", K::INFO.singular(), meta.name)),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(lines)
 }
 
 pub async fn run(session: &Session, args: ApplyArgs) -> Result<i32> {
@@ -128,14 +191,37 @@ pub async fn run(session: &Session, args: ApplyArgs) -> Result<i32> {
         bail!("no objects passed to apply");
     }
     let mut failed = 0;
-    for (label, kind, doc) in work {
-        let result =
-            with_kind!(kind, K => apply_one::<K>(&session.api, &doc).await, _ => unreachable!());
+    let keep: BTreeSet<Key> = work
+        .iter()
+        .map(|(_, kind, doc)| key_of(kind, doc))
+        .collect();
+    for (label, kind, doc) in &work {
+        let result = with_kind!(*kind, K => apply_one::<K>(&session.api, doc, args.force_conflicts).await, _ => unreachable!());
         match result {
             Ok(line) => println!("{line}"),
             Err(e) => {
                 failed += 1;
                 eprintln!("error: {label}: document {}: {e}", doc.index);
+            }
+        }
+    }
+    if args.prune {
+        if failed > 0 {
+            eprintln!("error: not pruning: {failed} document(s) failed to apply");
+            return Ok(1);
+        }
+        let selector = args.selector.as_deref().unwrap_or_default();
+        Selector::parse(selector)?;
+        let kinds: BTreeSet<&'static str> = keep.iter().map(|(kind, _, _)| *kind).collect();
+        for kind in kinds {
+            let namespaces: BTreeSet<String> = keep
+                .iter()
+                .filter(|(k, _, _)| *k == kind)
+                .map(|(_, ns, _)| ns.clone())
+                .collect();
+            let lines = with_kind!(kind, K => prune_kind::<K>(&session.api, &namespaces, selector, &args.field_manager, &keep).await, _ => unreachable!())?;
+            for line in lines {
+                println!("{line}");
             }
         }
     }

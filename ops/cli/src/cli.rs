@@ -202,6 +202,22 @@ pub struct ApplyArgs {
     pub files: Vec<String>,
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// Accepted for kubectl compatibility: Shoal's apply is always server-side.
+    #[arg(long)]
+    pub server_side: bool,
+    /// The name this apply owns its fields under.
+    #[arg(long, default_value = shoal_bus::client::DEFAULT_APPLY_MANAGER)]
+    pub field_manager: String,
+    /// Take over fields other managers own instead of failing with a conflict.
+    #[arg(long)]
+    pub force_conflicts: bool,
+    /// Delete objects of the applied kinds that match `-l`, were last applied by this field
+    /// manager and are not in the manifests.
+    #[arg(long, requires = "selector")]
+    pub prune: bool,
+    /// The label selector `--prune` is limited to.
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -225,6 +241,21 @@ pub struct GetArgs {
     pub watch: bool,
     #[arg(long)]
     pub show_labels: bool,
+    /// Print tables without their header line.
+    #[arg(long)]
+    pub no_headers: bool,
+    /// A named object that does not exist is no error.
+    #[arg(long)]
+    pub ignore_not_found: bool,
+    /// With `-w`: print only changes, not the list first.
+    #[arg(long)]
+    pub watch_only: bool,
+    /// Prefix names with their kind (`pod/web-1`), as when several kinds are listed.
+    #[arg(long)]
+    pub show_kind: bool,
+    /// Keep `metadata.managedFields` in `-o yaml|json` (left out by default, as kubectl does).
+    #[arg(long)]
+    pub show_managed_fields: bool,
 }
 
 #[derive(Args, Debug)]

@@ -37,10 +37,14 @@ pub async fn run(session: &Session, args: GetArgs) -> Result<i32> {
         };
         let (objects, revision) = match &name {
             Some(name) => {
-                let obj = session
+                match session
                     .get(info, namespace.as_deref().unwrap_or(""), name)
-                    .await?;
-                (vec![obj], String::new())
+                    .await
+                {
+                    Ok(obj) => (vec![obj], String::new()),
+                    Err(e) if e.is_not_found() && args.ignore_not_found => continue,
+                    Err(e) => return Err(e.into()),
+                }
             }
             None => {
                 let options = ListOptions {
@@ -52,8 +56,14 @@ pub async fn run(session: &Session, args: GetArgs) -> Result<i32> {
                 session.list(info, &options).await?
             }
         };
+        let mut objects = objects;
+        if !args.show_managed_fields {
+            objects.iter_mut().for_each(hide_managed_fields);
+        }
         found_any |= !objects.is_empty();
-        if format.is_empty() || wide {
+        if args.watch_only {
+            // kubectl's --watch-only: the list only fixes the revision to watch from.
+        } else if format.is_empty() || wide {
             if objects.is_empty() {
                 continue;
             }
@@ -68,19 +78,20 @@ pub async fn run(session: &Session, args: GetArgs) -> Result<i32> {
                 namespaced_column,
                 args.show_labels,
             );
-            if multiple_kinds {
+            if multiple_kinds || args.show_kind {
                 t.qualify_names(&info.singular(), namespaced_column);
             }
-            t.print(true);
+            t.print(!args.no_headers);
         } else {
             output::print_objects(&format, info, &objects, name.is_some())?;
         }
-        if args.watch {
+        if args.watch || args.watch_only {
             let from: u64 = revision.parse().unwrap_or(0);
             watch(session, info, namespace, &args, from, &format).await?;
         }
     }
-    if !found_any && !args.watch && (format.is_empty() || wide) {
+    let quiet = args.watch || args.watch_only || args.ignore_not_found;
+    if !found_any && !quiet && (format.is_empty() || wide) {
         match &args.namespace {
             Some(ns) if !args.all_namespaces => eprintln!("No resources found in {ns} namespace."),
             _ => eprintln!("No resources found"),
@@ -135,6 +146,9 @@ async fn watch(
             }
         }
         let mut obj = obj;
+        if !args.show_managed_fields {
+            hide_managed_fields(&mut obj);
+        }
         if let Some(meta) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
             meta.insert(
                 "resourceVersion".into(),
@@ -160,4 +174,12 @@ async fn watch(
         }
     }
     Ok(())
+}
+
+/// kubectl leaves `metadata.managedFields` out of `-o yaml|json` unless asked: it is the
+/// server's bookkeeping, long, and rarely what a person is looking for.
+fn hide_managed_fields(obj: &mut Value) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("managedFields");
+    }
 }

@@ -10,6 +10,8 @@
 //! - `kinds`: resolving kind names people type (`po`, `deploy,svc`).
 //! - `remote`: untyped requests to the API (objects as JSON values).
 //! - `rollout`, `scale`, `nodes`: workload commands (rollout, scale, cordon/uncordon/drain).
+//! - here: dispatch, and each command's field manager (`shoal`, `shoal-label`, …) for
+//!   `metadata.managedFields`.
 
 mod apply;
 mod cli;
@@ -112,7 +114,9 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                 .enable_all()
                 .build()?;
             runtime.block_on(async move {
-                let session = remote::Session::connect(&nats_url).await?;
+                let session = remote::Session::connect(&nats_url)
+                    .await?
+                    .with_field_manager(field_manager_of(&command));
                 match command {
                     Command::Apply(a) => apply::run(&session, a).await,
                     Command::Get(a) => get::run(&session, a).await,
@@ -137,5 +141,20 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                 }
             })
         }
+    }
+}
+
+/// Each command writes under its own field manager, as kubectl's do, so that ownership
+/// (and an apply's conflicts) says which command set a field.
+fn field_manager_of(command: &cli::Command) -> &str {
+    match command {
+        cli::Command::Apply(a) => &a.field_manager,
+        cli::Command::Label(_) => "shoal-label",
+        cli::Command::Annotate(_) => "shoal-annotate",
+        cli::Command::Scale(_) => "shoal-scale",
+        cli::Command::Rollout { .. } => "shoal-rollout",
+        cli::Command::Cordon(_) | cli::Command::Uncordon(_) => "shoal-cordon",
+        cli::Command::Drain(_) => "shoal-drain",
+        _ => shoal_bus::client::DEFAULT_APPLY_MANAGER,
     }
 }

@@ -28,6 +28,12 @@ impl Session {
         })
     }
 
+    /// Names the command's writes in `metadata.managedFields` (`shoal-label`, `shoal-scale`…).
+    pub fn with_field_manager(mut self, manager: &str) -> Session {
+        self.api = self.api.with_field_manager(manager);
+        self
+    }
+
     pub async fn call<B: Serialize>(
         &self,
         info: &KindInfo,

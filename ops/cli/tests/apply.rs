@@ -1,0 +1,239 @@
+//! `shoal apply` (server-side, merging), `--force-conflicts`, `--prune -l`, and `shoal get`'s
+//! kubectl flags, run as a person runs them: the `shoal` binary per command against a real
+//! API actor on a real nats-server (no controllers, scheduler or node: pods are bound through
+//! the API under the scheduler's field manager where a test needs a bound pod).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use bus_schemas::kinds::{Deployment, Pod};
+use shoal_api::local::{eventually, LocalCluster};
+
+const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+const T: Duration = Duration::from_secs(30);
+
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `shoal ARGS` against the cluster, off the test's runtime (it is a blocking wait).
+async fn shoal(cluster: &LocalCluster, args: &[&str]) -> Out {
+    let url = cluster.url();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(SHOAL)
+            .args(&args)
+            .env("SHOAL_NATS", url)
+            .env_remove("SHOAL_LOG")
+            .output()
+            .expect("run shoal");
+        let out = Out {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        eprintln!("$ shoal {}\n{}{}", args.join(" "), out.stdout, out.stderr);
+        out
+    })
+    .await
+    .unwrap()
+}
+
+async fn succeeds(cluster: &LocalCluster, args: &[&str]) -> String {
+    let out = shoal(cluster, args).await;
+    assert!(out.ok, "shoal {args:?} failed: {}", out.stderr);
+    out.stdout
+}
+
+fn demo_dir() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../demo")
+        .display()
+        .to_string()
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[actix::test]
+async fn label_and_annotate_then_apply_keeps_both() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let demo = demo_dir();
+    let out = succeeds(&cluster, &["apply", "-f", &demo]).await;
+    assert!(out.contains("deployment/web created"), "{out}");
+    succeeds(&cluster, &["label", "deploy", "web", "team=blue"]).await;
+    succeeds(&cluster, &["annotate", "deploy", "web", "note=keep"]).await;
+
+    let out = succeeds(&cluster, &["apply", "-f", &demo]).await;
+    assert!(out.contains("deployment/web unchanged"), "{out}");
+    assert!(out.contains("service/web unchanged"), "{out}");
+    let web: Deployment = cluster.api().get("default", "web").await.unwrap();
+    assert_eq!(
+        web.metadata.labels.get("team").map(String::as_str),
+        Some("blue")
+    );
+    assert_eq!(
+        web.metadata.annotations.get("note").map(String::as_str),
+        Some("keep")
+    );
+    let managers: Vec<&str> = web
+        .metadata
+        .managed_fields
+        .iter()
+        .map(|e| e.manager.as_str())
+        .collect();
+    assert_eq!(managers, ["shoal", "shoal-label", "shoal-annotate"]);
+}
+
+const POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: solo, labels: {app: solo}}
+spec:
+  containers:
+  - {name: main, image: "shoal/busybox:1.35", command: ["sleep", "3600"]}
+"#;
+
+#[actix::test]
+async fn applying_a_bare_pod_twice_is_unchanged_even_once_bound() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pod_yaml = write(&dir, "pod.yaml", POD);
+    let out = succeeds(&cluster, &["apply", "-f", &pod_yaml]).await;
+    assert!(out.contains("pod/solo created"), "{out}");
+    let out = succeeds(&cluster, &["apply", "-f", &pod_yaml]).await;
+    assert!(out.contains("pod/solo unchanged"), "{out}");
+
+    let scheduler = cluster
+        .api()
+        .with_field_manager(shoal_scheduler::FIELD_MANAGER);
+    let mut pod: Pod = scheduler.get("default", "solo").await.unwrap();
+    pod.spec.node_name = "node-1".into();
+    scheduler.update(&pod).await.unwrap();
+
+    let out = shoal(&cluster, &["apply", "-f", &pod_yaml]).await;
+    assert!(out.ok, "{}", out.stderr);
+    assert!(out.stdout.contains("pod/solo unchanged"), "{}", out.stdout);
+    assert!(!out.stderr.contains("immutable"), "{}", out.stderr);
+}
+
+const SCALED: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers: [{name: api, image: "shoal/busybox:1.35"}]
+"#;
+
+#[actix::test]
+async fn a_field_another_command_owns_conflicts_until_forced() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "api.yaml", SCALED);
+    succeeds(&cluster, &["apply", "-f", &file]).await;
+    succeeds(&cluster, &["scale", "deploy", "api", "--replicas", "5"]).await;
+
+    let out = shoal(&cluster, &["apply", "-f", &file]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr
+            .contains(r#"conflict with "shoal-scale": .spec.replicas"#),
+        "{}",
+        out.stderr
+    );
+    let api: Deployment = cluster.api().get("default", "api").await.unwrap();
+    assert_eq!(api.spec.replicas, Some(5), "a conflict writes nothing");
+
+    // Another field manager is just another owner.
+    let out = shoal(&cluster, &["apply", "-f", &file, "--field-manager", "ci"]).await;
+    assert!(out.stderr.contains("shoal-scale"), "{}", out.stderr);
+
+    let out = succeeds(&cluster, &["apply", "-f", &file, "--force-conflicts"]).await;
+    assert!(out.contains("deployment/api configured"), "{out}");
+    let api: Deployment = cluster.api().get("default", "api").await.unwrap();
+    assert_eq!(api.spec.replicas, Some(2));
+}
+
+fn labelled_pod(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: demo}}}}\nspec:\n  containers: [{{name: main, image: \"shoal/busybox:1.35\"}}]\n"
+    )
+}
+
+#[actix::test]
+async fn prune_deletes_only_what_this_manager_applied_and_the_manifests_dropped() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(&dir, "a.yaml", &labelled_pod("a"));
+    let b = write(&dir, "b.yaml", &labelled_pod("b"));
+    succeeds(&cluster, &["apply", "-f", &a, "-f", &b]).await;
+    // Same labels, but another manager's: prune leaves it alone.
+    let other = write(&dir, "c.yaml", &labelled_pod("c"));
+    succeeds(
+        &cluster,
+        &["apply", "-f", &other, "--field-manager", "someone"],
+    )
+    .await;
+
+    let out = shoal(&cluster, &["apply", "-f", &a, "--prune"]).await;
+    assert!(!out.ok, "--prune needs -l");
+
+    let out = succeeds(&cluster, &["apply", "-f", &a, "--prune", "-l", "app=demo"]).await;
+    assert!(out.contains("pod/a unchanged"), "{out}");
+    assert!(out.contains("pod/b pruned"), "{out}");
+    assert!(!out.contains("pod/c"), "{out}");
+    let api = cluster.api();
+    eventually("b is gone", T, || async {
+        match api.get::<Pod>("default", "b").await {
+            Err(e) => e.is_not_found(),
+            Ok(p) => p.metadata.is_deleting(),
+        }
+    })
+    .await;
+    assert!(api.get::<Pod>("default", "a").await.is_ok());
+    assert!(api.get::<Pod>("default", "c").await.is_ok());
+}
+
+#[actix::test]
+async fn get_without_headers_and_ignoring_absent_names() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pod_yaml = write(&dir, "pod.yaml", POD);
+    succeeds(&cluster, &["apply", "-f", &pod_yaml]).await;
+    let with = succeeds(&cluster, &["get", "po"]).await;
+    assert!(with.starts_with("NAME"), "{with}");
+    let without = succeeds(&cluster, &["get", "po", "--no-headers"]).await;
+    assert!(without.starts_with("solo "), "{without}");
+    assert_eq!(without.lines().count(), 1, "{without}");
+
+    let kinded = succeeds(&cluster, &["get", "po", "--show-kind", "--no-headers"]).await;
+    assert!(kinded.starts_with("pod/solo "), "{kinded}");
+
+    let yaml = succeeds(&cluster, &["get", "po", "solo", "-o", "yaml"]).await;
+    assert!(!yaml.contains("managedFields"), "{yaml}");
+    let yaml = succeeds(
+        &cluster,
+        &["get", "po", "solo", "-o", "yaml", "--show-managed-fields"],
+    )
+    .await;
+    assert!(
+        yaml.contains("managedFields") && yaml.contains("manager: shoal"),
+        "{yaml}"
+    );
+
+    let out = shoal(&cluster, &["get", "po", "missing"]).await;
+    assert!(!out.ok);
+    let out = succeeds(&cluster, &["get", "po", "missing", "--ignore-not-found"]).await;
+    assert!(out.is_empty(), "{out}");
+}
