@@ -159,9 +159,13 @@ pub struct UpArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "api,controllers,scheduler,naming,node"
+        default_value = "api,controllers,scheduler,naming,node,gateway"
     )]
     pub actors: Vec<UpActor>,
+    /// Where the Kubernetes API gateway serves HTTPS (stock kubectl and client libraries);
+    /// `shoal up` writes a kubeconfig for it into the data dir.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub gateway_listen: std::net::SocketAddr,
     /// Where the naming actor serves cluster DNS (UDP and TCP). Default: port 53 on the
     /// pod gateway of --pod-cidr, which is where this machine's node points its pods.
     /// Without a node in this process, naming runs only when this is given.
@@ -182,6 +186,8 @@ pub enum UpActor {
     /// Cluster DNS: answers from the caches, no leader, one replica per node is fine.
     Naming,
     Node,
+    /// The Kubernetes API gateway (HTTPS): stateless, any number of replicas.
+    Gateway,
 }
 
 #[derive(Args, Debug)]
