@@ -21,6 +21,11 @@ pub async fn handle(bus: &Bus, req: &Request, path: ObjectPath) -> Response {
     let r = path.resource;
     let ns = path.namespace.clone().unwrap_or_default();
     let method = req.method.clone();
+    if let Some(sub) = path.subresource.as_deref() {
+        if !r.subresources().iter().any(|s| s.name == sub) {
+            return http::not_found(&req.path);
+        }
+    }
     match (&method, path.name.as_deref(), path.subresource.as_deref()) {
         (&Method::GET, None, None) if req.flag("watch") => {
             watch::serve(bus, req, &r, path.namespace.as_deref()).await
@@ -68,10 +73,12 @@ pub fn parse_body(req: &Request) -> Result<Value, Status> {
     let mut de = serde_json::Deserializer::from_slice(&req.body);
     let value: Result<Value, _> = serde_path_to_error::deserialize(&mut de);
     value.map_err(|e| {
+        // The path up to where the text broke; a key that never finished parsing shows as `?`.
         let field = e.path().to_string();
-        let field = if field == "." { String::new() } else { field };
+        let field = field.trim_end_matches(".?").trim_end_matches('?');
+        let field = if field == "." { "" } else { field };
         bad_request(
-            &field,
+            field,
             format!("the request body is not valid JSON: {}", e.into_inner()),
         )
     })
