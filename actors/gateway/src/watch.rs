@@ -212,14 +212,25 @@ async fn pump(
                 send(&tx, event_line(event.event.as_str(), object)).await?;
             }
             _ = bookmark.tick(), if spec.bookmarks && !spec.as_table => {
-                let object = json!({"kind": spec.resource.kind(), "apiVersion": spec.resource.api_version(),
-                                    "metadata": {"resourceVersion": last.to_string()}});
-                send(&tx, event_line("BOOKMARK", object)).await?;
+                send(&tx, event_line("BOOKMARK", bookmark_object(&spec, last))).await?;
             }
-            _ = until_deadline => return Ok(()),
+            _ = until_deadline => {
+                // Ending at timeoutSeconds with a bookmark lets the client resume from the
+                // newest revision it is known to be complete at, not its last event.
+                if spec.bookmarks && !spec.as_table {
+                    send(&tx, event_line("BOOKMARK", bookmark_object(&spec, last))).await?;
+                }
+                return Ok(());
+            }
             _ = tx.closed() => return Err(Closed),
         }
     }
+}
+
+/// A bookmark: an object of the watched kind holding only a resourceVersion.
+fn bookmark_object(spec: &WatchSpec, revision: u64) -> Value {
+    json!({"kind": spec.resource.kind(), "apiVersion": spec.resource.api_version(),
+           "metadata": {"resourceVersion": revision.to_string()}})
 }
 
 /// Every page of a list: (items, revision).

@@ -64,13 +64,18 @@ impl Env {
 
     /// Starts a gateway replica on a free port and points the kubeconfig at it.
     pub async fn start_gateway(&mut self) -> SocketAddr {
+        self.start_gateway_on("127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// Starts a gateway replica listening on `listen`.
+    pub async fn start_gateway_on(&mut self, listen: SocketAddr) -> SocketAddr {
         let nats = shoal_bus::connect(&self.cluster.url(), "gateway")
             .await
             .unwrap();
         let (trigger, shutdown) = shutdown::channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let config = shoal_gateway::GatewayConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
+            listen,
             tls: Some(self.creds.clone()),
         };
         actix::spawn(async move {
