@@ -82,18 +82,39 @@ impl Bus {
         resource: &RestResource,
         options: &ListOptions,
     ) -> Result<ObjectList<Value>, ApiError> {
-        let (value, _) = self.call(resource, Verb::List, options).await?;
-        let mut list: ObjectList<Value> =
-            serde_json::from_value(value).map_err(|e| ApiError::Decode {
-                subject: format!("list of {}", resource.plural()),
-                detail: e.to_string(),
+        let mut list = self.list_once(resource, options).await?;
+        if list.metadata.resource_version == "0" {
+            // The API answers revision 0 for a kind never written, and to a watch "0" means
+            // "any state", not "after this list". Re-list after reading the log's revision:
+            // if still nothing of this kind was written, the list holds at that revision.
+            let floor = self.store.last_revision().await.map_err(|e| {
+                ApiError::Status(Status::new(Reason::ServiceUnavailable, e.to_string()))
             })?;
+            list = self.list_once(resource, options).await?;
+            if list.metadata.resource_version == "0" {
+                list.metadata.resource_version = floor.to_string();
+            }
+        }
         for item in &mut list.items {
             with_type_meta(item, resource);
         }
         list.api_version = resource.api_version().to_string();
         list.kind = format!("{}List", resource.kind());
         Ok(list)
+    }
+}
+
+impl Bus {
+    async fn list_once(
+        &self,
+        resource: &RestResource,
+        options: &ListOptions,
+    ) -> Result<ObjectList<Value>, ApiError> {
+        let (value, _) = self.call(resource, Verb::List, options).await?;
+        serde_json::from_value(value).map_err(|e| ApiError::Decode {
+            subject: format!("list of {}", resource.plural()),
+            detail: e.to_string(),
+        })
     }
 }
 

@@ -34,8 +34,10 @@ impl Request {
             .filter(|v| !v.is_empty())
     }
 
+    /// A boolean query parameter; the Python client sends `True`.
     pub fn flag(&self, name: &str) -> bool {
-        matches!(self.param(name), Some("true" | "1"))
+        self.param(name)
+            .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
     }
 
     fn header(&self, name: hyper::header::HeaderName) -> &str {
