@@ -2,7 +2,7 @@
 //! controllers, and gateway replicas serving HTTPS with a generated CA, all in this process;
 //! the stock `kubectl` binary (and the Python client) run against them as child processes.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
