@@ -239,7 +239,7 @@ async fn apply_keeps_what_label_and_annotate_added_and_patches_merge() {
 }
 
 #[actix::test]
-async fn rollout_commands_cordon_and_delete_with_grace() {
+async fn rollout_commands_wait_and_delete_with_grace() {
     let env = Env::start().await;
     let file = env.write_file("deploy.yaml", DEPLOYMENT);
     env.ok(&["apply", "-f", &file]).await;
@@ -283,6 +283,28 @@ async fn rollout_commands_cordon_and_delete_with_grace() {
         annotation.contains("kubectl.kubernetes.io/restartedAt"),
         "{annotation}"
     );
+
+    // Without nodes no pod runs; a Deployment of zero replicas completes its rollout.
+    let zero = env.write_file(
+        "zero.yaml",
+        &DEPLOYMENT
+            .replace("name: web", "name: zero")
+            .replace("replicas: 2", "replicas: 0"),
+    );
+    env.ok(&["apply", "-f", &zero]).await;
+    let status = env
+        .ok(&["rollout", "status", "deploy/zero", "--timeout=30s"])
+        .await;
+    assert!(status.contains("successfully rolled out"), "{status}");
+    let waited = env
+        .ok(&[
+            "wait",
+            "--for=condition=Available",
+            "deploy/zero",
+            "--timeout=30s",
+        ])
+        .await;
+    assert!(waited.contains("condition met"), "{waited}");
 
     let out = env
         .with_stdin(&["create", "-f", "-"], &pod("solo", "x"))
