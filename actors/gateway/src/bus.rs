@@ -110,11 +110,13 @@ impl Bus {
         resource: &RestResource,
         options: &ListOptions,
     ) -> Result<ObjectList<Value>, ApiError> {
-        let (value, _) = self.call(resource, Verb::List, options).await?;
-        serde_json::from_value(value).map_err(|e| ApiError::Decode {
-            subject: format!("list of {}", resource.plural()),
-            detail: e.to_string(),
-        })
+        // Decoded straight into the list: lists are the large replies.
+        let body = codec::to_msgpack(options)
+            .map_err(|e| ApiError::Status(Status::bad_request(format!("cannot encode: {e}"))))?;
+        let token = resource.info.token();
+        let reply = self.api.request_raw(&token, Verb::List, body).await?;
+        let subject = bus_schemas::subjects::api(&token, Verb::List);
+        Ok(decode_reply::<ObjectList<Value>>(&subject, reply)?.0)
     }
 }
 
