@@ -149,10 +149,26 @@ async fn pump(
     tx: mpsc::Sender<Bytes>,
 ) -> Result<(), Closed> {
     let mut encoder = Encoder { first: true };
+    let mut membership = Membership::new(&spec);
     let start = match from {
         Some(rv) => {
             if let Some(expired) = expired(&bus, rv).await {
                 return send(&tx, event_line("ERROR", expired)).await;
+            }
+            if membership.selecting {
+                // Which objects the client's list (at `rv`) held: those matching now, the
+                // best this stateless gateway can know without the history of each object.
+                let options = ListOptions {
+                    namespace: spec.namespace.clone().unwrap_or_default(),
+                    ..Default::default()
+                };
+                if let Ok((items, _)) = list_all(&bus, &spec.resource, options).await {
+                    for item in items.iter().filter(|i| spec.matches(i)) {
+                        if let Some(key) = object_key(&spec, item) {
+                            membership.record(key, true);
+                        }
+                    }
+                }
             }
             rv
         }
@@ -173,6 +189,9 @@ async fn pump(
             };
             for item in list.0 {
                 if spec.matches(&item) {
+                    if let Some(key) = object_key(&spec, &item) {
+                        membership.record(key, true);
+                    }
                     let object = encoder.object(&spec, item);
                     send(&tx, event_line("ADDED", object)).await?;
                 }
@@ -201,15 +220,15 @@ async fn pump(
                     tracing::warn!(subject = %event.subject, revision = event.revision, "undecodable object in the state log; skipped");
                     continue;
                 };
-                if !spec.matches(&obj) {
+                let Some(kind) = membership.event_type(&spec, &obj, &event.subject, event.event) else {
                     continue;
-                }
+                };
                 with_type_meta(&mut obj, &spec.resource);
                 if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.insert("resourceVersion".into(), json!(event.revision.to_string()));
                 }
                 let object = encoder.object(&spec, obj);
-                send(&tx, event_line(event.event.as_str(), object)).await?;
+                send(&tx, event_line(kind, object)).await?;
             }
             _ = bookmark.tick(), if spec.bookmarks && !spec.as_table => {
                 send(&tx, event_line("BOOKMARK", bookmark_object(&spec, last))).await?;
@@ -225,6 +244,71 @@ async fn pump(
             _ = tx.closed() => return Err(Closed),
         }
     }
+}
+
+/// Which objects a selecting watch last saw matching, so that an object that stops matching
+/// is sent as DELETED and one that starts matching as ADDED, as Kubernetes does. Objects
+/// this watch has not seen yet are taken as they come (a watch from a revision knows nothing
+/// of the state before it). Without selectors every object matches and nothing is kept.
+struct Membership {
+    selecting: bool,
+    matched: std::collections::HashMap<String, bool>,
+}
+
+impl Membership {
+    fn new(spec: &WatchSpec) -> Membership {
+        Membership {
+            selecting: !spec.labels.is_everything() || !spec.fields.is_everything(),
+            matched: Default::default(),
+        }
+    }
+
+    fn record(&mut self, key: String, matches: bool) {
+        if self.selecting {
+            self.matched.insert(key, matches);
+        }
+    }
+
+    /// The event type to send for a stored event, or None to send nothing.
+    fn event_type(
+        &mut self,
+        spec: &WatchSpec,
+        obj: &Value,
+        key: &str,
+        event: shoal_bus::EventType,
+    ) -> Option<&'static str> {
+        use shoal_bus::EventType;
+        let matches = spec.matches(obj);
+        if !self.selecting {
+            return Some(event.as_str());
+        }
+        let before = self.matched.get(key).copied();
+        if event == EventType::Deleted {
+            self.matched.remove(key);
+        } else {
+            self.matched.insert(key.to_string(), matches);
+        }
+        match (matches, before, event) {
+            (true, Some(false), EventType::Modified) => Some("ADDED"),
+            (true, _, e) => Some(e.as_str()),
+            (false, Some(true), _) => Some("DELETED"),
+            (false, _, _) => None,
+        }
+    }
+}
+
+/// The state-log subject of a listed object: what events name it by.
+fn object_key(spec: &WatchSpec, obj: &Value) -> Option<String> {
+    let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let name = text("/metadata/name");
+    if name.is_empty() {
+        return None;
+    }
+    Some(subjects::object(
+        &spec.resource.info.token(),
+        text("/metadata/namespace"),
+        name,
+    ))
 }
 
 /// A bookmark: an object of the watched kind holding only a resourceVersion.

@@ -203,3 +203,42 @@ async fn a_revision_the_log_no_longer_holds_is_410_expired() {
         "{body}"
     );
 }
+
+#[actix::test]
+async fn a_selecting_watch_sees_objects_leave_and_join_it() {
+    let env = Env::start().await;
+    let out = env
+        .with_stdin(&["create", "-f", "-"], &pod("member", "web"))
+        .await;
+    assert!(out.ok, "{}", out.stderr);
+    let mut watch = Streaming::spawn(
+        &env,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-w",
+            "--output-watch-events",
+        ],
+    );
+    watch
+        .until("the member listed", Duration::from_secs(20), |l| {
+            l.split_whitespace().take(2).eq(["ADDED", "member"])
+        })
+        .await;
+    env.ok(&["label", "pod", "member", "app=quarantined", "--overwrite"])
+        .await;
+    watch
+        .until("the relabelled pod leaving", Duration::from_secs(20), |l| {
+            l.split_whitespace().take(2).eq(["DELETED", "member"])
+        })
+        .await;
+    env.ok(&["label", "pod", "member", "app=web", "--overwrite"])
+        .await;
+    watch
+        .until("the pod joining again", Duration::from_secs(20), |l| {
+            l.split_whitespace().take(2).eq(["ADDED", "member"])
+        })
+        .await;
+}
