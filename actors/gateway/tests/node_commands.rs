@@ -21,6 +21,18 @@ async fn publish_log(env: &Env, pod: &str, text: &str) {
         .unwrap();
 }
 
+async fn publish_instance_log(env: &Env, pod: &str, instance: &str, text: &str) {
+    let js = async_nats::jetstream::new(env.cluster.nats.clone());
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(subjects::HEADER_CONTAINER_ID, instance);
+    let line = format!("{} {text}", chrono::Utc::now().to_rfc3339());
+    js.publish_with_headers(subjects::logs("default", pod, "main"), headers, line.into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
 #[actix::test]
 async fn cordon_drain_and_eviction() {
     let env = Env::start().await;
@@ -70,7 +82,7 @@ async fn cordon_drain_and_eviction() {
 }
 
 #[actix::test]
-async fn logs_with_tail_and_follow() {
+async fn logs_with_tail_follow_and_previous() {
     let env = Env::start().await;
     let out = env
         .with_stdin(&["create", "-f", "-"], &pod("talker", "x"))
@@ -95,6 +107,22 @@ async fn logs_with_tail_and_follow() {
             |l| l == "line 4",
         )
         .await;
+
+    // After a restart the agent reports the new instance and the last one's id: `--previous`
+    // shows the lines of the instance before.
+    publish_instance_log(&env, "talker", "old", "from the old instance").await;
+    publish_instance_log(&env, "talker", "new", "from the new instance").await;
+    env.ok(&[
+        "patch", "pod", "talker", "--subresource=status", "--type", "merge", "-p",
+        r#"{"status":{"containerStatuses":[{"name":"main","image":"shoal/busybox:1.35","imageID":"","ready":true,"restartCount":1,
+            "containerID":"shoal://new","lastState":{"terminated":{"exitCode":1,"containerID":"shoal://old"}}}]}}"#,
+    ])
+    .await;
+    assert_eq!(env.ok(&["logs", "talker"]).await, "from the new instance\n");
+    assert_eq!(
+        env.ok(&["logs", "talker", "--previous"]).await,
+        "from the old instance\n"
+    );
     let missing = env.fails(&["logs", "nobody"]).await;
     assert!(
         missing.contains("NotFound") || missing.contains("not found"),
