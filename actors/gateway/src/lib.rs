@@ -13,6 +13,7 @@
 //! - [`objects`]: list, get, create, replace, patch, delete, status, eviction.
 //! - [`strategic`]: strategic merge patch.
 //! - [`scale`], [`logs`], [`metrics`]: the scale and log subresources, `metrics.k8s.io`.
+//! - [`exec`]: `pods/exec` over WebSocket (remote-command v5/v4) through the agent's exec.
 //! - [`watch`]: watch streams from a resourceVersion, bookmarks, 410 Expired.
 //! - [`table`]: server-side printing (Tables) per kind.
 //! - [`bus`]: untyped bus requests; client JSON into typed, strictly checked msgpack.
@@ -25,6 +26,7 @@
 
 pub mod bus;
 pub mod discovery;
+pub mod exec;
 pub mod http;
 pub mod kubeconfig;
 pub mod logs;

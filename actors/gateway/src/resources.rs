@@ -80,6 +80,13 @@ impl RestResource {
                 verbs: &["get"],
             });
             subs.push(Subresource {
+                name: "exec",
+                kind: "PodExecOptions",
+                group: "",
+                version: "v1",
+                verbs: &["create", "get"],
+            });
+            subs.push(Subresource {
                 name: "eviction",
                 kind: "Eviction",
                 group: "policy",

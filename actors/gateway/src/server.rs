@@ -73,6 +73,9 @@ where
 }
 
 async fn handle(bus: Bus, req: hyper::Request<Incoming>) -> Response {
+    if crate::exec::is_exec_upgrade(&req) {
+        return crate::exec::serve(bus, req).await;
+    }
     let (parts, body) = req.into_parts();
     let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
