@@ -1,5 +1,5 @@
-//! The reconcile runner: `reconcile(Arc<K>, Arc<Ctx>) -> Result<Action, E>` plus an error
-//! policy, driven by an informer and a work queue. Level-triggered: a reconcile reads the
+//! The reconcile runner: `reconcile(Arc<K>, Arc<Ctx>) -> Result<Action, E>`, driven by an
+//! informer and a work queue; a failure is retried with the queue's per-key backoff. Level-triggered: a reconcile reads the
 //! cache as it is now, so a restart, a missed event or a resync all converge the same way.
 
 use std::future::Future;
@@ -11,7 +11,7 @@ use bus_schemas::Resource;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::informer::{Informer, ObjectKey};
-use crate::workqueue::{Backoff, WorkQueue};
+use crate::workqueue::WorkQueue;
 
 /// What to do after a successful reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +27,6 @@ pub struct ControllerConfig {
     pub name: &'static str,
     pub concurrency: usize,
     pub resync: Duration,
-    pub backoff: Backoff,
 }
 
 impl ControllerConfig {
@@ -36,7 +35,6 @@ impl ControllerConfig {
             name,
             concurrency: 4,
             resync: Duration::from_secs(300),
-            backoff: Backoff::default(),
         }
     }
 }
@@ -87,13 +85,12 @@ where
 }
 
 /// Runs a controller until `shutdown` resolves. Waits for the informer's initial sync first.
-pub async fn run<K, Ctx, E, R, RFut, P>(
+pub async fn run<K, Ctx, E, R, RFut>(
     config: ControllerConfig,
     informer: Informer<K>,
     queue: Arc<WorkQueue<ObjectKey>>,
     ctx: Arc<Ctx>,
     reconcile: R,
-    error_policy: P,
     shutdown: impl Future<Output = ()>,
 ) where
     K: Resource,
@@ -101,7 +98,6 @@ pub async fn run<K, Ctx, E, R, RFut, P>(
     E: std::fmt::Display + Send + 'static,
     R: Fn(Arc<K>, Arc<Ctx>) -> RFut + Send + Sync + 'static,
     RFut: Future<Output = Result<Action, E>> + Send + 'static,
-    P: Fn(&K, &E, u32) -> Option<Duration> + Send + Sync + 'static,
 {
     if let Err(e) = informer.wait_synced().await {
         tracing::error!(controller = config.name, error = %e, "cannot sync; not acting");
@@ -125,11 +121,10 @@ pub async fn run<K, Ctx, E, R, RFut, P>(
         })
     };
     let reconcile = Arc::new(reconcile);
-    let error_policy = Arc::new(error_policy);
     let mut workers = Vec::new();
     for _ in 0..config.concurrency.max(1) {
         let (queue, informer, ctx) = (queue.clone(), informer.clone(), ctx.clone());
-        let (reconcile, error_policy) = (reconcile.clone(), error_policy.clone());
+        let reconcile = reconcile.clone();
         let name = config.name;
         workers.push(tokio::spawn(async move {
             while let Some(key) = queue.next().await {
@@ -137,7 +132,7 @@ pub async fn run<K, Ctx, E, R, RFut, P>(
                     queue.done(key, Ok(None));
                     continue;
                 };
-                match reconcile(obj.clone(), ctx.clone()).await {
+                match reconcile(obj, ctx.clone()).await {
                     Ok(Action::AwaitChange) => queue.done(key, Ok(None)),
                     Ok(Action::RequeueAfter(d)) => queue.done(key, Ok(Some(d))),
                     Err(e) => {
@@ -152,13 +147,7 @@ pub async fn run<K, Ctx, E, R, RFut, P>(
                             tracing::warn!(controller = name, object = %key, failures, error = %e,
                                 "reconcile failed");
                         }
-                        match error_policy(&obj, &e, failures) {
-                            Some(delay) => {
-                                queue.done(key.clone(), Ok(None));
-                                queue.add_after(key, delay);
-                            }
-                            None => queue.done(key, Err(())),
-                        }
+                        queue.done(key, Err(()));
                     }
                 }
             }
