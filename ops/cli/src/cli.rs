@@ -165,12 +165,16 @@ pub struct UpArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "api,controllers,scheduler,naming,autoscaler,node"
+        default_value = "api,controllers,scheduler,naming,autoscaler,node,gateway"
     )]
     pub actors: Vec<UpActor>,
     /// How often this machine's node samples pod usage, in seconds (1 to 60).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
     pub metrics_period: u64,
+    /// Where the Kubernetes API gateway serves HTTPS (stock kubectl and client libraries);
+    /// `shoal up` writes a kubeconfig for it into the data dir.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub gateway_listen: std::net::SocketAddr,
     /// Where the naming actor serves cluster DNS (UDP and TCP). Default: port 53 on the
     /// pod gateway of --pod-cidr, which is where this machine's node points its pods.
     /// Without a node in this process, naming runs only when this is given.
@@ -193,6 +197,8 @@ pub enum UpActor {
     Node,
     /// HorizontalPodAutoscalers: leader-elected like the controllers when joined.
     Autoscaler,
+    /// The Kubernetes API gateway (HTTPS): stateless, any number of replicas.
+    Gateway,
 }
 
 #[derive(Args, Debug)]

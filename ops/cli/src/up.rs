@@ -37,6 +37,7 @@ fn actors_to_run(args: &UpArgs) -> Result<Vec<UpActor>> {
         UpActor::Naming,
         UpActor::Autoscaler,
         UpActor::Node,
+        UpActor::Gateway,
     ];
     let wanted: Vec<UpActor> = all
         .into_iter()
@@ -306,6 +307,11 @@ pub async fn run(args: UpArgs) -> Result<()> {
             }),
         ));
     }
+    let kubeconfig = if runs(UpActor::Gateway) {
+        start_gateway(&args, &data_dir, &url, &shutdown, &mut tasks).await?
+    } else {
+        None
+    };
     let actors: Vec<&str> = tasks.iter().map(|(name, _)| *name).collect();
 
     println!("Shoal cluster is up.");
@@ -314,6 +320,13 @@ pub async fn run(args: UpArgs) -> Result<()> {
     println!("  actors:    {}", actors.join(", "));
     if args.join.is_some() {
         println!("  identity:  {identity}");
+    }
+    if let Some((path, listen)) = &kubeconfig {
+        println!("  gateway:   https://{listen} (Kubernetes API)");
+        println!(
+            "  kubectl:   export KUBECONFIG={}   (context shoal)",
+            path.display()
+        );
     }
     println!("Try: shoal get ns   (export SHOAL_NATS={url} if not the default). Ctrl-C stops the cluster.");
 
@@ -328,6 +341,60 @@ pub async fn run(args: UpArgs) -> Result<()> {
     }
     eprintln!("stopped; state kept in {}", data_dir.display());
     Ok(())
+}
+
+/// Starts the Kubernetes API gateway on a thread of its own (HTTP and TLS work stays off the
+/// API's thread) and writes a kubeconfig for it once it listens. A gateway that cannot
+/// listen (the port is taken) is reported and the cluster runs without it.
+async fn start_gateway(
+    args: &UpArgs,
+    data_dir: &std::path::Path,
+    url: &str,
+    shutdown: &shoal_bus::shutdown::Shutdown,
+    tasks: &mut Vec<(&'static str, tokio::task::JoinHandle<()>)>,
+) -> Result<Option<(PathBuf, std::net::SocketAddr)>> {
+    let listen = args.gateway_listen;
+    let creds =
+        shoal_gateway::tls::load_or_create(&data_dir.join("gateway"), &[listen.ip().to_string()])
+            .context("preparing the gateway's TLS certificates")?;
+    let config = shoal_gateway::GatewayConfig {
+        listen,
+        tls: Some(creds.clone()),
+    };
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (url, shutdown) = (url.to_string(), shutdown.clone());
+    tasks.push((
+        "gateway",
+        on_own_thread("gateway", move || async move {
+            let nats = match shoal_bus::connect(&url, "shoal-up-gateway").await {
+                Ok(nats) => nats,
+                Err(e) => {
+                    eprintln!("error: gateway: connecting to {url}: {e}");
+                    return;
+                }
+            };
+            if let Err(e) =
+                shoal_gateway::run_with_ready(config, nats, shutdown.wait(), ready_tx).await
+            {
+                eprintln!("error: Kubernetes API gateway: {e}");
+            }
+        })?,
+    ));
+    let Ok(bound) = ready_rx.await else {
+        return Ok(None);
+    };
+    let host = match bound.ip() {
+        ip if ip.is_unspecified() => "127.0.0.1".to_string(),
+        ip => ip.to_string(),
+    };
+    let server = format!("https://{host}:{}", bound.port());
+    let path = data_dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        shoal_gateway::kubeconfig::render(&server, Some(&creds.ca_pem)),
+    )
+    .with_context(|| format!("writing {}", path.display()))?;
+    Ok(Some((path, bound)))
 }
 
 fn pod_gateway(pod_cidr: &str) -> Result<std::net::Ipv4Addr> {

@@ -85,6 +85,11 @@ fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
         .port();
     let n = port % 200 + 20;
     let bridge = format!("she{n}");
+    let gateway_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let up = Command::new(SHOAL)
         .args([
             "up",
@@ -94,6 +99,8 @@ fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
             &bridge,
             "--pod-cidr",
             &format!("10.231.{n}.0/24"),
+            "--gateway-listen",
+            &format!("127.0.0.1:{gateway_port}"),
             "--data-dir",
         ])
         .arg(dir.path())
@@ -143,6 +150,28 @@ fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
     ]);
     assert_eq!(code, 3, "exec returns the command's exit code");
     assert_eq!(out.trim(), format!("hi from {pod}"));
+    // The same through stock kubectl and the gateway (WebSocket remote-command protocol).
+    let kubectl = Command::new(std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into()))
+        .args([
+            "exec",
+            &pod,
+            "--",
+            "sh",
+            "-c",
+            "echo via kubectl; echo oops >&2; exit 3",
+        ])
+        .arg("--cache-dir")
+        .arg(dir.path().join("kube-cache"))
+        .env("KUBECONFIG", dir.path().join("kubeconfig"))
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(kubectl.status.code(), Some(3), "{kubectl:?}");
+    assert_eq!(String::from_utf8_lossy(&kubectl.stdout), "via kubectl\n");
+    assert!(
+        String::from_utf8_lossy(&kubectl.stderr).contains("oops"),
+        "{kubectl:?}"
+    );
     let (code, out, _) = cluster.run(&["exec", &pod, "--", "cat", "/proc/1/cmdline"]);
     assert_eq!(code, 0);
     assert!(out.starts_with("httpd"), "pid 1 is the workload: {out:?}");

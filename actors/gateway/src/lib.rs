@@ -1,0 +1,107 @@
+//! The Kubernetes API gateway: a stateless HTTP(S) actor that speaks the Kubernetes REST API
+//! to stock kubectl and client libraries and turns every call into bus requests (to the API
+//! actors) and watches (of the state log). It keeps no state of its own, so any number of
+//! replicas can run, and a client's resourceVersion (a state-log sequence) means the same to
+//! each of them.
+//!
+//! # Layout
+//! - [`server`]: accept loop, TLS, body limit, routing to the handlers below.
+//! - [`route`]: URL paths parsed into what they name.
+//! - [`resources`]: the catalogue of REST resources (group, version, plural, subresources).
+//! - [`discovery`]: `/version`, `/api`, `/apis`, resource lists, aggregated discovery.
+//! - [`openapi`]: OpenAPI v3 index and per-group-version documents.
+//! - [`objects`]: list, get, create, replace, patch, delete, status, eviction.
+//! - [`strategic`]: strategic merge patch.
+//! - [`scale`], [`logs`], [`metrics`]: the scale and log subresources, `metrics.k8s.io`.
+//! - [`exec`]: `pods/exec` over WebSocket (remote-command v5/v4) through the agent's exec.
+//! - [`watch`]: watch streams from a resourceVersion, bookmarks, 410 Expired.
+//! - [`table`]: server-side printing (Tables) per kind.
+//! - [`bus`]: untyped bus requests; client JSON into typed, strictly checked msgpack.
+//! - [`http`]: request, responses, content negotiation, Status errors.
+//! - [`tls`], [`kubeconfig`]: the generated CA and serving certificate; the kubeconfig.
+
+// NOTE: the error type is a Status (message, reason and field-path causes): it travels only
+// on failure paths, where one allocation more or less does not matter.
+#![allow(clippy::result_large_err)]
+
+pub mod bus;
+pub mod discovery;
+pub mod exec;
+pub mod http;
+pub mod kubeconfig;
+pub mod logs;
+pub mod metrics;
+pub mod objects;
+pub mod openapi;
+pub mod resources;
+pub mod route;
+pub mod scale;
+pub mod server;
+pub mod strategic;
+pub mod table;
+pub mod tls;
+pub mod watch;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use shoal_bus::{ApiClient, Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("listening on {addr}: {detail}")]
+    Listen { addr: SocketAddr, detail: String },
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+}
+
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    pub listen: SocketAddr,
+    /// Serve HTTPS with these credentials; None serves plain HTTP.
+    pub tls: Option<tls::Credentials>,
+}
+
+/// Serves the Kubernetes API until `shutdown` resolves.
+pub async fn run(
+    config: GatewayConfig,
+    nats: async_nats::Client,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), GatewayError> {
+    let (ready, _) = tokio::sync::oneshot::channel();
+    run_with_ready(config, nats, shutdown, ready).await
+}
+
+/// As [`run`], and reports the bound address (useful with port 0) once listening.
+pub async fn run_with_ready(
+    config: GatewayConfig,
+    nats: async_nats::Client,
+    shutdown: impl Future<Output = ()>,
+    ready: tokio::sync::oneshot::Sender<SocketAddr>,
+) -> Result<(), GatewayError> {
+    let store = Store::open(nats.clone()).await?;
+    let tls = match &config.tls {
+        Some(creds) => Some(tls::server_config(creds)?),
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| GatewayError::Listen {
+            addr: config.listen,
+            detail: e.to_string(),
+        })?;
+    let addr = listener.local_addr().unwrap_or(config.listen);
+    let bus = bus::Bus {
+        // A client's request waits at most this long for the API actors.
+        api: ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30)),
+        nats,
+        store,
+    };
+    let _ = ready.send(addr);
+    tracing::info!(%addr, tls = config.tls.is_some(), "Kubernetes API gateway listening");
+    server::serve(listener, tls, bus, shutdown).await;
+    Ok(())
+}

@@ -1,0 +1,364 @@
+//! `?watch=true`: newline-delimited watch events over a chunked response, read from the state
+//! log from the client's resourceVersion (the log's sequence, so any gateway replica can
+//! resume any client's watch), with bookmarks and 410 Expired for revisions the log no
+//! longer holds.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bus_schemas::api::ListOptions;
+use bus_schemas::selector::{FieldSelector, Selector};
+use bus_schemas::{subjects, Reason, Status};
+use bytes::Bytes;
+use serde_json::{json, Value};
+use shoal_bus::watch::RawWatch;
+use tokio::sync::mpsc;
+
+use crate::bus::{with_type_meta, Bus};
+use crate::http::{self, Request, Response};
+use crate::resources::RestResource;
+use crate::table;
+
+/// How often an idle watch that asked for bookmarks gets one.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(10);
+
+/// What one watch asked for.
+struct WatchSpec {
+    resource: RestResource,
+    namespace: Option<String>,
+    labels: Selector,
+    fields: FieldSelector,
+    bookmarks: bool,
+    as_table: bool,
+    timeout: Option<Duration>,
+}
+
+impl WatchSpec {
+    fn matches(&self, obj: &Value) -> bool {
+        let labels: BTreeMap<String, String> = obj
+            .pointer("/metadata/labels")
+            .and_then(|l| serde_json::from_value(l.clone()).ok())
+            .unwrap_or_default();
+        if !self.labels.matches(&labels) {
+            return false;
+        }
+        if self.fields.is_everything() {
+            return true;
+        }
+        let lookup = |field: &str| {
+            let pointer = format!("/{}", field.replace('.', "/"));
+            obj.pointer(&pointer).map(|v| match v.as_str() {
+                Some(s) => s.to_string(),
+                None => v.to_string(),
+            })
+        };
+        self.fields.matches(&lookup)
+    }
+}
+
+pub async fn serve(
+    bus: &Bus,
+    req: &Request,
+    resource: &RestResource,
+    namespace: Option<&str>,
+) -> Response {
+    let labels = match Selector::parse(req.param("labelSelector").unwrap_or("")) {
+        Ok(s) => s,
+        Err(e) => return http::error(Reason::BadRequest, format!("labelSelector: {e}")),
+    };
+    let fields = match FieldSelector::parse(req.param("fieldSelector").unwrap_or("")) {
+        Ok(s) => s,
+        Err(e) => return http::error(Reason::BadRequest, format!("fieldSelector: {e}")),
+    };
+    let spec = WatchSpec {
+        resource: *resource,
+        namespace: namespace.map(String::from),
+        labels,
+        fields,
+        bookmarks: req.flag("allowWatchBookmarks"),
+        as_table: req.wants_table(),
+        timeout: req
+            .param("timeoutSeconds")
+            .and_then(|t| t.parse().ok())
+            .map(Duration::from_secs),
+    };
+    let from = match req.param("resourceVersion") {
+        None | Some("0") => None,
+        Some(rv) => match rv.parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                return http::error(
+                    Reason::BadRequest,
+                    format!("resourceVersion: {rv:?} is not a resource version this server issued"),
+                )
+            }
+        },
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let bus = bus.clone();
+    tokio::spawn(async move {
+        let run = pump(bus, spec, from, tx.clone());
+        // A dropped receiver (the client went away) ends the pump at its next send.
+        let _ = run.await;
+    });
+    http::streaming(rx, "application/json")
+}
+
+fn event_line(kind: &str, object: Value) -> Bytes {
+    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// Why a pump stopped; never shown to the client, who sees the stream end.
+struct Closed;
+
+async fn send(tx: &mpsc::Sender<Bytes>, line: Bytes) -> Result<(), Closed> {
+    tx.send(line).await.map_err(|_| Closed)
+}
+
+struct Encoder {
+    first: bool,
+}
+
+impl Encoder {
+    fn object(&mut self, spec: &WatchSpec, obj: Value) -> Value {
+        if !spec.as_table {
+            return obj;
+        }
+        let rv = obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let with_columns = std::mem::replace(&mut self.first, false);
+        table::table(
+            spec.resource.kind(),
+            std::slice::from_ref(&obj),
+            &rv,
+            "",
+            with_columns,
+        )
+    }
+}
+
+async fn pump(
+    bus: Bus,
+    spec: WatchSpec,
+    from: Option<u64>,
+    tx: mpsc::Sender<Bytes>,
+) -> Result<(), Closed> {
+    let mut encoder = Encoder { first: true };
+    let mut membership = Membership::new(&spec);
+    let start = match from {
+        Some(rv) => {
+            if let Some(expired) = expired(&bus, rv).await {
+                return send(&tx, event_line("ERROR", expired)).await;
+            }
+            if membership.selecting {
+                // Which objects the client's list (at `rv`) held: those matching now, the
+                // best this stateless gateway can know without the history of each object.
+                let options = ListOptions {
+                    namespace: spec.namespace.clone().unwrap_or_default(),
+                    ..Default::default()
+                };
+                if let Ok((items, _)) = list_all(&bus, &spec.resource, options).await {
+                    for item in items.iter().filter(|i| spec.matches(i)) {
+                        if let Some(key) = object_key(&spec, item) {
+                            membership.record(key, true);
+                        }
+                    }
+                }
+            }
+            rv
+        }
+        None => {
+            // "Get state and start at most recent": the current objects as ADDED first.
+            let options = ListOptions {
+                namespace: spec.namespace.clone().unwrap_or_default(),
+                label_selector: String::new(),
+                field_selector: String::new(),
+                ..Default::default()
+            };
+            let list = match list_all(&bus, &spec.resource, options).await {
+                Ok(l) => l,
+                Err(status) => {
+                    let value = serde_json::to_value(&status).unwrap_or(Value::Null);
+                    return send(&tx, event_line("ERROR", value)).await;
+                }
+            };
+            for item in list.0 {
+                if spec.matches(&item) {
+                    if let Some(key) = object_key(&spec, &item) {
+                        membership.record(key, true);
+                    }
+                    let object = encoder.object(&spec, item);
+                    send(&tx, event_line("ADDED", object)).await?;
+                }
+            }
+            list.1
+        }
+    };
+    let filter = subjects::objects_of(&spec.resource.info.token(), spec.namespace.as_deref());
+    let mut watch = RawWatch::start(bus.store.clone(), filter, start + 1);
+    let mut last = start;
+    let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut bookmark = tokio::time::interval(BOOKMARK_EVERY);
+    bookmark.tick().await;
+    loop {
+        let until_deadline = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            event = watch.next() => {
+                let Some(event) = event else { return Ok(()) };
+                last = event.revision;
+                let Ok(mut obj) = rmp_serde::from_slice::<Value>(&event.payload) else {
+                    tracing::warn!(subject = %event.subject, revision = event.revision, "undecodable object in the state log; skipped");
+                    continue;
+                };
+                let Some(kind) = membership.event_type(&spec, &obj, &event.subject, event.event) else {
+                    continue;
+                };
+                with_type_meta(&mut obj, &spec.resource);
+                if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("resourceVersion".into(), json!(event.revision.to_string()));
+                }
+                let object = encoder.object(&spec, obj);
+                send(&tx, event_line(kind, object)).await?;
+            }
+            _ = bookmark.tick(), if spec.bookmarks && !spec.as_table => {
+                send(&tx, event_line("BOOKMARK", bookmark_object(&spec, last))).await?;
+            }
+            _ = until_deadline => {
+                // Ending at timeoutSeconds with a bookmark lets the client resume from the
+                // newest revision it is known to be complete at, not its last event.
+                if spec.bookmarks && !spec.as_table {
+                    send(&tx, event_line("BOOKMARK", bookmark_object(&spec, last))).await?;
+                }
+                return Ok(());
+            }
+            _ = tx.closed() => return Err(Closed),
+        }
+    }
+}
+
+/// Which objects a selecting watch last saw matching, so that an object that stops matching
+/// is sent as DELETED and one that starts matching as ADDED, as Kubernetes does. Objects
+/// this watch has not seen yet are taken as they come (a watch from a revision knows nothing
+/// of the state before it). Without selectors every object matches and nothing is kept.
+struct Membership {
+    selecting: bool,
+    matched: std::collections::HashMap<String, bool>,
+}
+
+impl Membership {
+    fn new(spec: &WatchSpec) -> Membership {
+        Membership {
+            selecting: !spec.labels.is_everything() || !spec.fields.is_everything(),
+            matched: Default::default(),
+        }
+    }
+
+    fn record(&mut self, key: String, matches: bool) {
+        if self.selecting {
+            self.matched.insert(key, matches);
+        }
+    }
+
+    /// The event type to send for a stored event, or None to send nothing.
+    fn event_type(
+        &mut self,
+        spec: &WatchSpec,
+        obj: &Value,
+        key: &str,
+        event: shoal_bus::EventType,
+    ) -> Option<&'static str> {
+        use shoal_bus::EventType;
+        let matches = spec.matches(obj);
+        if !self.selecting {
+            return Some(event.as_str());
+        }
+        let before = self.matched.get(key).copied();
+        if event == EventType::Deleted {
+            self.matched.remove(key);
+        } else {
+            self.matched.insert(key.to_string(), matches);
+        }
+        match (matches, before, event) {
+            (true, Some(false), EventType::Modified) => Some("ADDED"),
+            (true, _, e) => Some(e.as_str()),
+            (false, Some(true), _) => Some("DELETED"),
+            (false, _, _) => None,
+        }
+    }
+}
+
+/// The state-log subject of a listed object: what events name it by.
+fn object_key(spec: &WatchSpec, obj: &Value) -> Option<String> {
+    let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let name = text("/metadata/name");
+    if name.is_empty() {
+        return None;
+    }
+    Some(subjects::object(
+        &spec.resource.info.token(),
+        text("/metadata/namespace"),
+        name,
+    ))
+}
+
+/// A bookmark: an object of the watched kind holding only a resourceVersion.
+fn bookmark_object(spec: &WatchSpec, revision: u64) -> Value {
+    json!({"kind": spec.resource.kind(), "apiVersion": spec.resource.api_version(),
+           "metadata": {"resourceVersion": revision.to_string()}})
+}
+
+/// Every page of a list: (items, revision).
+async fn list_all(
+    bus: &Bus,
+    resource: &RestResource,
+    mut options: ListOptions,
+) -> Result<(Vec<Value>, u64), Status> {
+    let mut items = Vec::new();
+    loop {
+        let page = bus
+            .list(resource, &options)
+            .await
+            .map_err(|e| http::status_of(&e))?;
+        items.extend(page.items);
+        if page.metadata.continue_token.is_empty() {
+            let rv = page.metadata.resource_version.parse().unwrap_or(0);
+            return Ok((items, rv));
+        }
+        options.continue_token = page.metadata.continue_token;
+    }
+}
+
+/// The 410 Expired Status for a revision older than the oldest the log still holds.
+async fn expired(bus: &Bus, rv: u64) -> Option<Value> {
+    let stream = bus
+        .store
+        .jetstream()
+        .get_stream(subjects::OBJECTS_STREAM)
+        .await
+        .ok()?;
+    let first = stream.cached_info().state.first_sequence;
+    if rv + 1 >= first {
+        return None;
+    }
+    let status = Status::new(
+        Reason::Gone,
+        format!(
+            "too old resource version: {rv} ({})",
+            first.saturating_sub(1)
+        ),
+    );
+    let mut value = serde_json::to_value(status).ok()?;
+    // Kubernetes' reason for an expired watch revision; clients relist on it.
+    value["reason"] = json!("Expired");
+    Some(value)
+}

@@ -1,0 +1,363 @@
+//! Stock kubectl against the gateway: discovery, server-side Tables and output formats,
+//! writes of every kind of patch, scale, delete, and bad input refused with nothing written.
+
+mod common;
+
+use common::{pod, Env, DEPLOYMENT};
+
+#[actix::test]
+async fn discovery_version_and_cluster_info() {
+    let env = Env::start().await;
+    let version = env.ok(&["version"]).await;
+    assert!(version.contains("Server Version: v1.32"), "{version}");
+    let resources = env.ok(&["api-resources"]).await;
+    for row in [
+        ["deployments", "deploy", "apps/v1"],
+        ["pods", "po", "v1"],
+        ["horizontalpodautoscalers", "hpa", "autoscaling/v2"],
+    ] {
+        assert!(
+            resources
+                .lines()
+                .any(|l| row.iter().all(|c| l.split_whitespace().any(|w| w == *c))),
+            "{row:?} missing from:\n{resources}"
+        );
+    }
+    let versions = env.ok(&["api-versions"]).await;
+    assert!(versions.lines().any(|l| l == "apps/v1"), "{versions}");
+    assert!(versions.lines().any(|l| l == "v1"), "{versions}");
+    let info = env.ok(&["cluster-info"]).await;
+    assert!(info.contains("is running at https://127.0.0.1:"), "{info}");
+}
+
+#[actix::test]
+async fn get_prints_tables_and_every_output_format() {
+    let env = Env::start().await;
+    for (name, app) in [("a", "web"), ("b", "web"), ("c", "db")] {
+        let out = env
+            .with_stdin(&["create", "-f", "-"], &pod(name, app))
+            .await;
+        assert!(out.ok, "{}", out.stderr);
+        assert!(
+            out.stdout.contains(&format!("pod/{name} created")),
+            "{}",
+            out.stdout
+        );
+    }
+    let table = env.ok(&["get", "pods"]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("a ") && l.contains("0/1")),
+        "{table}"
+    );
+
+    let wide = env.ok(&["get", "pods", "-o", "wide"]).await;
+    assert!(
+        wide.lines().next().unwrap().contains("NOMINATED NODE"),
+        "{wide}"
+    );
+
+    let selected = env
+        .ok(&["get", "pods", "-l", "app in (web)", "-o", "name"])
+        .await;
+    assert_eq!(selected.lines().collect::<Vec<_>>(), ["pod/a", "pod/b"]);
+    let by_field = env
+        .ok(&[
+            "get",
+            "pods",
+            "--field-selector",
+            "metadata.name!=a",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(by_field.lines().collect::<Vec<_>>(), ["pod/b", "pod/c"]);
+
+    let all = env.ok(&["get", "pods", "-A"]).await;
+    assert!(
+        all.lines().next().unwrap().starts_with("NAMESPACE"),
+        "{all}"
+    );
+    assert!(
+        all.lines()
+            .any(|l| l.starts_with("default") && l.contains(" c ")),
+        "{all}"
+    );
+    let bare = env.ok(&["get", "pods", "--no-headers"]).await;
+    assert_eq!(bare.lines().count(), 3, "{bare}");
+    assert!(!bare.contains("NAME"));
+    let labels = env.ok(&["get", "pod", "c", "--show-labels"]).await;
+    assert!(
+        labels.lines().nth(1).unwrap().ends_with("app=db"),
+        "{labels}"
+    );
+
+    let jsonpath = env
+        .ok(&[
+            "get",
+            "pod",
+            "a",
+            "-o",
+            "jsonpath={.metadata.labels.app}/{.spec.containers[0].image}",
+        ])
+        .await;
+    assert_eq!(jsonpath, "web/shoal/busybox:1.35");
+    let columns = env
+        .ok(&[
+            "get",
+            "pods",
+            "-o",
+            "custom-columns=N:.metadata.name,APP:.metadata.labels.app",
+        ])
+        .await;
+    assert!(
+        columns
+            .lines()
+            .any(|l| l.split_whitespace().eq(["c", "db"])),
+        "{columns}"
+    );
+    let yaml = env.ok(&["get", "pod", "a", "-o", "yaml"]).await;
+    assert!(
+        yaml.contains("kind: Pod") && yaml.contains("resourceVersion:"),
+        "{yaml}"
+    );
+    let json = env.ok(&["get", "pods", "-o", "json"]).await;
+    let list: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 3);
+
+    let ns = env.ok(&["get", "ns"]).await;
+    assert!(
+        ns.lines()
+            .any(|l| l.starts_with("default ") && l.contains("Active")),
+        "{ns}"
+    );
+    let missing = env.fails(&["get", "pod", "nope"]).await;
+    assert!(missing.contains("NotFound"), "{missing}");
+    let described = env.ok(&["describe", "pod", "a"]).await;
+    assert!(
+        described.contains("Name:") && described.contains("app=web"),
+        "{described}"
+    );
+}
+
+#[actix::test]
+async fn apply_keeps_what_label_and_annotate_added_and_patches_merge() {
+    let env = Env::start().await;
+    let file = env.write_file("deploy.yaml", DEPLOYMENT);
+    let created = env.ok(&["apply", "-f", &file]).await;
+    assert!(created.contains("deployment.apps/web created"), "{created}");
+    let unchanged = env.ok(&["apply", "-f", &file]).await;
+    assert!(unchanged.contains("unchanged"), "{unchanged}");
+
+    env.ok(&["label", "deploy", "web", "team=blue"]).await;
+    env.ok(&["annotate", "deploy", "web", "note=keep"]).await;
+    let changed = env.write_file(
+        "deploy2.yaml",
+        &DEPLOYMENT.replace("replicas: 2", "replicas: 3"),
+    );
+    let configured = env.ok(&["apply", "-f", &changed]).await;
+    assert!(configured.contains("configured"), "{configured}");
+    let seen = env
+        .ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas} {.metadata.labels.team} {.metadata.annotations.note}",
+        ])
+        .await;
+    assert_eq!(seen, "3 blue keep");
+
+    env.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"replicas":4}}"#,
+    ])
+    .await;
+    env.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/minReadySeconds","value":1}]"#,
+    ])
+    .await;
+    env.ok(&["patch", "deploy", "web", "--type", "strategic", "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"B","value":"2"}]}]}}}}"#])
+        .await;
+    let env_vars = env
+        .ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas} {.spec.minReadySeconds} {.spec.template.spec.containers[0].env[*].name}"])
+        .await;
+    assert_eq!(
+        env_vars, "4 1 A B",
+        "strategic merge keeps A and adds B by name"
+    );
+
+    let scaled = env.ok(&["scale", "deploy", "web", "--replicas=1"]).await;
+    assert!(scaled.contains("scaled"), "{scaled}");
+    let replicas = env
+        .ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"])
+        .await;
+    assert_eq!(replicas, "1");
+
+    // replace: the whole object, by resourceVersion.
+    let yaml = env.ok(&["get", "deploy", "web", "-o", "yaml"]).await;
+    let edited = env.write_file("replace.yaml", &yaml.replace("replicas: 1", "replicas: 2"));
+    env.ok(&["replace", "-f", &edited]).await;
+    let stale = env.fails(&["replace", "-f", &edited]).await;
+    assert!(
+        stale.contains("Conflict") || stale.contains("modified"),
+        "{stale}"
+    );
+
+    let rs = common::eventually(
+        "the deployment's ReplicaSet",
+        std::time::Duration::from_secs(20),
+        || async { !env.ok(&["get", "rs", "-o", "name"]).await.is_empty() },
+    );
+    rs.await;
+    let deleted = env
+        .ok(&["delete", "deploy", "web", "--cascade=orphan"])
+        .await;
+    assert!(deleted.contains("deleted"), "{deleted}");
+    let orphans = env.ok(&["get", "rs", "-o", "name"]).await;
+    assert!(
+        !orphans.is_empty(),
+        "--cascade=orphan keeps the ReplicaSets"
+    );
+    let gone = env.fails(&["get", "deploy", "web"]).await;
+    assert!(gone.contains("NotFound"), "{gone}");
+}
+
+#[actix::test]
+async fn rollout_commands_wait_and_delete_with_grace() {
+    let env = Env::start().await;
+    let file = env.write_file("deploy.yaml", DEPLOYMENT);
+    env.ok(&["apply", "-f", &file]).await;
+    env.ok(&["set", "image", "deploy/web", "web=shoal/busybox:1.36"])
+        .await;
+    let history = env.ok(&["rollout", "history", "deploy/web"]).await;
+    assert!(
+        history.lines().any(|l| l.trim_start().starts_with('2')),
+        "{history}"
+    );
+    env.ok(&["rollout", "undo", "deploy/web"]).await;
+    let image = env
+        .ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ])
+        .await;
+    assert_eq!(image, "shoal/busybox:1.35");
+    env.ok(&["rollout", "pause", "deploy/web"]).await;
+    assert_eq!(
+        env.ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.paused}"])
+            .await,
+        "true"
+    );
+    env.ok(&["rollout", "resume", "deploy/web"]).await;
+    let restarted = env.ok(&["rollout", "restart", "deploy/web"]).await;
+    assert!(restarted.contains("restarted"), "{restarted}");
+    let annotation = env
+        .ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.metadata.annotations}",
+        ])
+        .await;
+    assert!(
+        annotation.contains("kubectl.kubernetes.io/restartedAt"),
+        "{annotation}"
+    );
+
+    // Without nodes no pod runs; a Deployment of zero replicas completes its rollout.
+    let zero = env.write_file(
+        "zero.yaml",
+        &DEPLOYMENT
+            .replace("name: web", "name: zero")
+            .replace("replicas: 2", "replicas: 0"),
+    );
+    env.ok(&["apply", "-f", &zero]).await;
+    let status = env
+        .ok(&["rollout", "status", "deploy/zero", "--timeout=30s"])
+        .await;
+    assert!(status.contains("successfully rolled out"), "{status}");
+    let waited = env
+        .ok(&[
+            "wait",
+            "--for=condition=Available",
+            "deploy/zero",
+            "--timeout=30s",
+        ])
+        .await;
+    assert!(waited.contains("condition met"), "{waited}");
+
+    let out = env
+        .with_stdin(&["create", "-f", "-"], &pod("solo", "x"))
+        .await;
+    assert!(out.ok, "{}", out.stderr);
+    let deleted = env
+        .ok(&["delete", "pod", "solo", "--grace-period=0", "--wait=true"])
+        .await;
+    assert!(deleted.contains("pod \"solo\" deleted"), "{deleted}");
+    assert!(env
+        .fails(&["get", "pod", "solo"])
+        .await
+        .contains("NotFound"));
+}
+
+#[actix::test]
+async fn bad_input_is_refused_with_a_field_path_and_nothing_is_written() {
+    let env = Env::start().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let cases = [
+        ("malformed.json", r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"m",}}"#.to_string(), pods.to_string(), "not valid JSON"),
+        ("kind.json", r#"{"apiVersion":"v1","kind":"Widget","metadata":{"name":"k"}}"#.to_string(), pods.to_string(), "kind"),
+        ("version.json", r#"{"apiVersion":"v2","kind":"Pod","metadata":{"name":"v"}}"#.to_string(), pods.to_string(), "API version"),
+        ("unknown.json",
+         r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"u"},"spec":{"containers":[{"name":"a","image":"b","imagePullPolcy":"Always"}]}}"#.to_string(),
+         format!("{pods}?fieldValidation=Strict"),
+         "spec.containers[0].imagePullPolcy"),
+        ("big.json", format!(r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"big","annotations":{{"a":"{}"}}}}}}"#, "x".repeat(3 * 1024 * 1024 + 1)), pods.to_string(), "larger than the limit"),
+    ];
+    for (file, body, uri, expected) in cases {
+        let path = env.write_file(file, &body);
+        let stderr = env.fails(&["create", "--raw", &uri, "-f", &path]).await;
+        assert!(stderr.contains(expected), "{file}: {stderr}");
+    }
+    // A manifest with a typo through kubectl's default strict validation.
+    let typo = pod("typo", "x").replace("    image:", "    imagePullPolcy: Always\n    image:");
+    let out = env.with_stdin(&["apply", "-f", "-"], &typo).await;
+    assert!(
+        !out.ok
+            && out
+                .stderr
+                .contains("unknown field \"spec.containers[0].imagePullPolcy\""),
+        "{}",
+        out.stderr
+    );
+    let listed = env.ok(&["get", "pods", "-o", "name"]).await;
+    assert_eq!(listed, "", "nothing was written");
+    // Unknown resources are a NotFound Status, not a hang or a crash.
+    let unknown = env
+        .fails(&["get", "--raw", "/api/v1/namespaces/default/widgets"])
+        .await;
+    assert!(
+        unknown.contains("NotFound") || unknown.contains("not found"),
+        "{unknown}"
+    );
+}
