@@ -23,6 +23,7 @@ pub const SERVICE_CIDR: (Ipv4Addr, u8) = (Ipv4Addr::new(10, 96, 0, 0), 16);
 /// The address cluster DNS is given explicitly; never handed out at random.
 pub const CLUSTER_DNS_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 
+#[tracing::instrument(name = "api.admission", level = "info", skip_all, fields(kind = K::INFO.kind))]
 pub(crate) async fn admit<K: Resource>(
     server: &ApiServer,
     obj: &mut K,

@@ -6,6 +6,8 @@
 //! - [`write`]: create, update, update-status, apply, patch, delete (CAS, graceful deletion).
 //! - [`read`]: get, and list served from the shared cache made consistent with the log.
 //! - [`admission`]: namespaces, priorities, node ownership.
+//! - [`telemetry`]: the request span (continuing the sender's trace), request metrics, and
+//!   what each compare-and-swap write met.
 //! - [`merge_patch`], [`reply`], [`request`]: small helpers.
 //!
 //! Replicas share `shoal.v1.api.>` and `shoal.v1.node.>` as a NATS queue group: any number
@@ -25,6 +27,7 @@ pub mod read;
 pub mod reply;
 pub mod request;
 pub mod server;
+pub mod telemetry;
 pub mod write;
 
 use std::future::Future;
