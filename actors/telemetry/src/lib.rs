@@ -141,6 +141,7 @@ fn tracer_provider(config: &TelemetryConfig) -> Result<SdkTracerProvider, Teleme
     let resource = Resource::builder()
         .with_service_name(config.service.clone())
         .with_attribute(KeyValue::new("shoal.process", config.default_actor.clone()))
+        .with_attribute(KeyValue::new("process.pid", i64::from(std::process::id())))
         .build();
     let dropped = &metrics().process.dropped_spans;
     let actor = config.default_actor.clone();

@@ -108,8 +108,8 @@ fn init_telemetry(
         },
         otlp_endpoint: cli.otlp_endpoint.clone(),
     })?;
-    // `shoal up` without --join learns its URL when its nats-server is up.
-    if !matches!(&cli.command, cli::Command::Up(a) if a.join.is_none()) {
+    // `shoal up` names its NATS once it has started or joined it.
+    if !matches!(&cli.command, cli::Command::Up(_)) {
         shoal_telemetry::jetstream::export_to(&cli.nats);
     }
     Ok(telemetry)
