@@ -215,6 +215,80 @@ spec:
         readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
 "#;
 
+/// A Prometheus server, stopped even when the test fails.
+struct Prometheus(Child);
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn promtool(server: &str, query: &str) -> String {
+    let out = Command::new("promtool")
+        .args(["query", "instant", server, query])
+        .output()
+        .expect("promtool (Debian's prometheus, installed by ops/scripts/setup.sh)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Whether a promtool answer (`metric{…} => VALUE @[time]` per series) has a positive value.
+fn positive(answer: &str) -> bool {
+    answer.lines().any(|l| {
+        l.split_once("=> ")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|v| v > 0.0)
+    })
+}
+
+/// Debian's Prometheus scrapes the cluster from the shipped config (its target pointed at
+/// this test's processes) and has data for API latency and pod start latency, every target up.
+fn prometheus_scrapes_the_cluster(dir: &std::path::Path, targets: &[&str]) {
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../prometheus/prometheus.yml"
+    ))
+    .unwrap();
+    let list = targets
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let config = shipped.replace("\"127.0.0.1:9464\"", &list);
+    assert_ne!(config, shipped, "the shipped config scrapes 127.0.0.1:9464");
+    let config_path = dir.join("prometheus.yml");
+    std::fs::write(&config_path, config).unwrap();
+    let port = free_port();
+    let _prometheus = Prometheus(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("prom").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian's, installed by ops/scripts/setup.sh)"),
+    );
+    let server = format!("http://127.0.0.1:{port}");
+    wait("every target up", || {
+        let out = promtool(&server, "up");
+        out.lines().filter(|l| l.contains("=> 1 @")).count() == targets.len()
+    });
+    wait("API latency and pod start latency in Prometheus", || {
+        let api = promtool(
+            &server,
+            "shoal_api_request_duration_seconds_bucket{actor=\"api\",le=\"+Inf\"}",
+        );
+        let pods = promtool(&server, "shoal_node_pod_start_sli_duration_seconds_count");
+        positive(&api) && positive(&pods)
+    });
+}
+
 /// The spans of `trace`: do they form one tree, rooted at the CLI's command?
 fn one_tree(spans: &[&Received]) -> Result<(), String> {
     let ids: HashSet<&[u8]> = spans.iter().map(|r| r.span.span_id.as_slice()).collect();
@@ -244,6 +318,7 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
     let port = free_port();
     let url = format!("nats://127.0.0.1:{port}");
     let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let node_metrics_addr = format!("127.0.0.1:{}", free_port());
     let n = port % 200 + 20;
     let mut processes = Processes {
         children: Vec::new(),
@@ -287,7 +362,7 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
             "--actors",
             "node",
             "--metrics-addr",
-            "",
+            &node_metrics_addr,
             "--bridge",
             &processes.bridge,
             "--pod-cidr",
@@ -396,6 +471,8 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
         parsed["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"].as_str(),
         Some(trace_id.as_str())
     );
+
+    prometheus_scrapes_the_cluster(dir.path(), &[&metrics_addr, &node_metrics_addr]);
 
     // The collector goes away: the cluster keeps serving, and the API process counts the
     // spans it could not send.
