@@ -7,7 +7,9 @@
 //!   [`kinds::KINDS`] lists them and [`with_kind!`] dispatches from a kind name to its type.
 //! - [`api`]: request and reply bodies of the API verbs.
 //! - [`dns`]: the request and reply of DNS queries over the bus.
-//! - [`subjects`]: the only place a subject string is built.
+//! - [`subjects`]: the only place a subject string is built or parsed.
+//! - [`wellknown`]: the other names of the contract: finalizers, reserved namespaces, shared
+//!   labels and annotations.
 //! - [`codec`]: msgpack (named fields) for the bus; strict decoding with field paths for input.
 //! - [`manifest`]: YAML/JSON multi-document manifests as people write them.
 //! - [`selector`]: label and field selectors (the full Kubernetes grammar).
@@ -29,6 +31,7 @@ pub mod selector;
 pub mod status;
 pub mod subjects;
 pub mod validation;
+pub mod wellknown;
 
 pub use meta::{Condition, ObjectMeta, OwnerReference, Time, TypeMeta};
 pub use resource::{KindInfo, Resource};

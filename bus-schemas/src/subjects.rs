@@ -191,9 +191,79 @@ impl Verb {
     }
 }
 
-/// `shoal.v1.node.<node>.<what>`: reports from one node agent (status, pod status, heartbeats).
-pub fn node_report(node: &str, what: &str) -> String {
-    format!("shoal.v1.node.{}.{what}", encode_token(node))
+const NODE_PREFIX: &str = "shoal.v1.node.";
+
+/// `shoal.v1.node.<node>.<report>`: one report from a node agent.
+pub fn node_report(node: &str, report: NodeReport) -> String {
+    format!("{NODE_PREFIX}{}.{}", encode_token(node), report.as_str())
+}
+
+/// Whether `subject` is addressed to the node-report side of the API (well formed or not):
+/// routing must send a malformed report to the report parser, which says what is wrong.
+pub fn is_node_report(subject: &str) -> bool {
+    subject.starts_with(NODE_PREFIX)
+}
+
+/// Splits a node report subject into the reporting node's name and the report.
+pub fn parse_node_report(subject: &str) -> Result<(String, NodeReport), NodeSubjectError> {
+    let rest = subject
+        .strip_prefix(NODE_PREFIX)
+        .ok_or_else(|| NodeSubjectError::NotNodeReport(subject.to_string()))?;
+    let Some((node_token, report)) = rest.split_once('.') else {
+        return Err(NodeSubjectError::Malformed(subject.to_string()));
+    };
+    let node = decode_token(node_token)?;
+    let report = NodeReport::parse(report)
+        .ok_or_else(|| NodeSubjectError::UnknownReport(report.to_string()))?;
+    Ok((node, report))
+}
+
+/// What a node agent reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeReport {
+    /// A Pod carrying the status to write.
+    PodStatus,
+    /// DeleteOptions: the pod's containers are gone, so the pod may be removed.
+    PodDelete,
+    /// The Node (registers it on first report).
+    NodeStatus,
+    /// Empty: renews the node's Lease.
+    Heartbeat,
+}
+
+impl NodeReport {
+    pub const ALL: [NodeReport; 4] = [
+        NodeReport::PodStatus,
+        NodeReport::PodDelete,
+        NodeReport::NodeStatus,
+        NodeReport::Heartbeat,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeReport::PodStatus => "pod-status",
+            NodeReport::PodDelete => "pod-delete",
+            NodeReport::NodeStatus => "node-status",
+            NodeReport::Heartbeat => "heartbeat",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<NodeReport> {
+        NodeReport::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// Why a subject is not a node report.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeSubjectError {
+    #[error("{0} is not a node report subject")]
+    NotNodeReport(String),
+    #[error("malformed node subject {0}")]
+    Malformed(String),
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status or heartbeat")]
+    UnknownReport(String),
 }
 
 /// `shoal.v1.traces.<actor>`: spans the actor finished, as an OTLP ExportTraceServiceRequest.
@@ -265,6 +335,43 @@ mod tests {
         assert!(decode_token("%zz").is_err());
         assert!(decode_token("%FF").is_err());
         assert!(parse_object("shoal.v1.obj.pod.default").is_none());
+    }
+
+    #[test]
+    fn node_reports_round_trip_for_awkward_node_names() {
+        for node in ["n1", "node.example.com", "a_b", "x%y"] {
+            for report in NodeReport::ALL {
+                let s = node_report(node, report);
+                assert!(is_node_report(&s));
+                assert_eq!(s.split('.').count(), 5, "{s}");
+                assert_eq!(parse_node_report(&s), Ok((node.to_string(), report)));
+            }
+        }
+        assert_eq!(
+            node_report("node.example.com", NodeReport::PodStatus),
+            "shoal.v1.node.node%2Eexample%2Ecom.pod-status"
+        );
+    }
+
+    #[test]
+    fn bad_node_report_subjects_say_what_is_wrong() {
+        assert!(matches!(
+            parse_node_report("shoal.v1.api.pod.get"),
+            Err(NodeSubjectError::NotNodeReport(_))
+        ));
+        assert!(matches!(
+            parse_node_report("shoal.v1.node.n1"),
+            Err(NodeSubjectError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_node_report("shoal.v1.node.%zz.heartbeat"),
+            Err(NodeSubjectError::Token(_))
+        ));
+        assert_eq!(
+            parse_node_report("shoal.v1.node.n1.reboot"),
+            Err(NodeSubjectError::UnknownReport("reboot".into()))
+        );
+        assert!(!is_node_report("shoal.v1.api.pod.get"));
     }
 
     #[test]

@@ -8,9 +8,9 @@
 //! | module | what lives there |
 //! | --- | --- |
 //! | [`error`] | the crate's [`Error`] type and the Kubernetes reason each error maps to |
-//! | [`image`] | content-addressed image store: import (OCI layout / docker-save), blob verification, references, layer unpacking with whiteouts |
-//! | [`testimage`] | deterministic busybox OCI image (and docker-save tar) built from the host's busybox-static, for tests and benchmarks |
-//! | [`testnet`] | a private multi-host network made of network namespaces (a switch namespace and host namespaces routed to each other's pod CIDRs), for tests and benchmarks |
+//! | [`image`] | content-addressed image store: import (OCI layout / docker-save), blob verification, references, layer unpacking with whiteouts; [`image::build`] writes deterministic OCI layouts, among them the busybox image built from the host's busybox-static |
+//! | `testimage` | (feature `test-support`) the `docker save` writer and busybox tarball, for tests |
+//! | `testnet` | (feature `test-support`) a private multi-host network made of network namespaces (a switch namespace and host namespaces routed to each other's pod CIDRs), for tests and benchmarks |
 //! | [`rootfs`] | per-container overlayfs (lower = unpacked layers, upper/work per container) |
 //! | [`cgroups`] | [`cgroups::CgroupDriver`] trait with v1, v2 and fake drivers; Kubernetes cpu/memory/pids formulas |
 //! | [`net`] | pod CIDR maths and the file-backed IP allocator ([`net::Ipam`]) |
@@ -18,9 +18,9 @@
 //! | [`container`] | container spec/info/state types and the on-disk state files written by the monitor |
 //! | [`logs`] | CRI-format log writer with size rotation (used by the monitor) and reader (tail/follow/previous) |
 //! | [`probe`] | HTTP GET / TCP socket probes (optionally from inside a network namespace) |
-//! | [`runtime`] | the [`Runtime`] trait and the real Linux implementation [`LinuxRuntime`] |
+//! | [`runtime`] | the [`Runtime`] trait and the real Linux implementation [`LinuxRuntime`], split by job: run-spec resolution (pure), sandbox plumbing, container lifecycle, orphan cleanup |
 //! | [`hollow`] | [`HollowRuntime`]: a simulated runtime for scale tests only |
-//! | [`shim`] | the code of the single-threaded `shoal-shim` helper binary: namespaces, mounts, pivot_root, caps, exec, the per-container monitor |
+//! | [`shim`] | the code of the single-threaded `shoal-shim` helper binary: namespaces (every unshare and setns, in `shim::namespaces`), mounts, pivot_root, caps, exec, the per-container monitor |
 //! | `sys` | the only module allowed `unsafe`: fork(2) and pidfd_open(2) |
 //!
 //! # Process model (why there is a shim)
@@ -68,7 +68,9 @@ pub mod runtime;
 pub mod sandbox;
 pub mod shim;
 mod sys;
+#[cfg(feature = "test-support")]
 pub mod testimage;
+#[cfg(feature = "test-support")]
 pub mod testnet;
 mod util;
 

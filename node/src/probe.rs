@@ -102,20 +102,15 @@ pub fn exec(
     }
 }
 
-/// Run `f` on a short-lived thread that has joined the network namespace at
-/// `netns` (setns(2) on one thread of a multi-threaded process affects only
-/// that thread, so the caller's namespace is untouched).
+/// Run `f` on a thread inside the network namespace at `netns` (see [`shoal_netns::in_netns`]).
 pub fn in_netns<T: Send + 'static>(
     netns: &Path,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T> {
-    let file = std::fs::File::open(netns).map_err(|e| Error::io(netns, "open netns", e))?;
-    let path = netns.to_path_buf();
-    std::thread::spawn(move || {
-        nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
-            .map_err(|e| Error::sys(&path, "setns", e))?;
-        Ok(f())
+    use shoal_netns::NetnsError;
+    shoal_netns::in_netns(netns, f).map_err(|e| match e {
+        NetnsError::Open { path, source } => Error::io(path, "open netns", source),
+        NetnsError::Enter { path, source } => Error::sys(path, "setns", source),
+        NetnsError::ThreadPanicked { .. } => Error::Network("probe thread panicked".into()),
     })
-    .join()
-    .map_err(|_| Error::Network("probe thread panicked".into()))?
 }

@@ -16,12 +16,13 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use async_nats::Message;
+use bus_schemas::subjects::{self, NodeReport, NodeSubjectError};
 use shoal_bus::client::HEADER_TIMEOUT_MS;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use crate::request::Request;
-use crate::server::ApiServer;
+use crate::state::ApiServer;
 use crate::telemetry;
 
 /// Requests of one lane in flight at once.
@@ -53,11 +54,12 @@ impl Lane {
 /// moves existing work along, and must not wait behind a burst of new work, or work piles
 /// up half-done (pods created faster than they can be bound).
 fn lane_of(subject: &str) -> usize {
-    match subject.strip_prefix("shoal.v1.node.") {
-        Some(rest) if rest.ends_with(".heartbeat") || rest.ends_with(".node-status") => 0,
-        Some(_) => 1,
-        None if subject.ends_with(".create") => 2,
-        None => 3,
+    match subjects::parse_node_report(subject) {
+        Ok((_, NodeReport::Heartbeat | NodeReport::NodeStatus)) => 0,
+        Err(NodeSubjectError::NotNodeReport(_)) if subject.ends_with(".create") => 2,
+        Err(NodeSubjectError::NotNodeReport(_)) => 3,
+        // Malformed reports are refused quickly; they share the lane of other reports.
+        _ => 1,
     }
 }
 

@@ -1,14 +1,27 @@
 //! API actors: the only writers of the state log.
 //!
 //! # Layout
-//! - [`actor`]: the actix adapter: subscriptions in, replies out, one task per request.
+//! Dependencies point one way, from the top of the request path to the bottom; no module
+//! imports one that imports it back.
+//! - [`actor`]: the actix adapter: subscriptions in, replies out, one task per request, lanes.
 //! - [`server`]: routing by subject to verb and kind; node reports.
-//! - [`write`]: create, update, update-status, apply, patch, delete (CAS, graceful deletion).
-//! - [`read`]: get, and list served from the shared cache made consistent with the log.
-//! - [`admission`]: namespaces, priorities, node ownership.
+//! - the verbs: [`write`] (create, update, update-status, apply, patch; the shared
+//!   `prepare_spec_change` every change of spec goes through), [`deletion`] (graceful
+//!   deletion), [`read`] (get, and list served from the shared cache made consistent with the
+//!   log).
+//! - [`commit`]: the last step of every change: write, or remove a fully deleted object and
+//!   release what it held.
+//! - policy: [`admission`] (namespaces, priorities, node ownership), [`termination`] (pure
+//!   deletion policy: finalizers, grace periods, when deletion is complete), [`service_ips`]
+//!   (ClusterIP allocation, whose reservations are written through the shared state, never
+//!   through the verbs).
+//! - [`state`]: the bottom: [`ApiServer`]'s store and caches, the lookups every verb uses, and
+//!   the primitives that write the log.
 //! - [`telemetry`]: the request span (continuing the sender's trace), request metrics, and
 //!   what each compare-and-swap write met.
 //! - [`merge_patch`], [`reply`], [`request`]: small helpers.
+//! - [`local`]: a whole control plane on a temporary nats-server, for other crates' tests
+//!   (feature `test-support`).
 //!
 //! Replicas share `shoal.v1.api.>` and `shoal.v1.node.>` as a NATS queue group: any number
 //! can run, and losing one loses only its in-flight requests (which clients retry; the
@@ -21,13 +34,19 @@
 
 pub mod actor;
 pub mod admission;
+pub mod commit;
+pub mod deletion;
+#[cfg(feature = "test-support")]
 pub mod local;
 pub mod merge_patch;
 pub mod read;
 pub mod reply;
 pub mod request;
 pub mod server;
+pub mod service_ips;
+pub mod state;
 pub mod telemetry;
+pub mod termination;
 pub mod write;
 
 use std::future::Future;
@@ -37,7 +56,8 @@ use actix::Actor;
 use bus_schemas::{kinds, subjects};
 use shoal_bus::{InformerFactory, Store, StoreError};
 
-pub use server::{ApiServer, NODE_LEASE_NAMESPACE};
+pub use bus_schemas::wellknown::NODE_LEASE_NAMESPACE;
+pub use state::ApiServer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiRunError {
@@ -113,7 +133,7 @@ pub const BOOTSTRAP_NAMESPACES: &[&str] = &[
     "default",
     "shoal-system",
     NODE_LEASE_NAMESPACE,
-    admission::SERVICE_IP_NAMESPACE,
+    service_ips::SERVICE_IP_NAMESPACE,
 ];
 
 /// Creates what every cluster has (namespaces). Idempotent: run at every start.

@@ -8,8 +8,7 @@ use bus_schemas::{subjects, Resource, Status};
 
 use crate::reply::Reply;
 use crate::request::Request;
-use crate::server::ApiServer;
-use crate::write::default_namespace;
+use crate::state::{default_namespace, ApiServer};
 
 /// Bytes kept free in a list page for the envelope and headers.
 const PAGE_ENVELOPE: usize = 64 * 1024;

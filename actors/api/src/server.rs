@@ -1,36 +1,22 @@
-//! Routes a request to its verb and kind. Plain async code: the actix actor only feeds it.
+//! Routes a request to its verb and kind, and answers node reports. Plain async code: the
+//! actix actor only feeds it. The top of the request path: it calls the verbs, nothing calls it
+//! but the actor.
 
 use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::{self, Lease, Node, Pod};
-use bus_schemas::subjects::{self, Verb};
+use bus_schemas::subjects::{self, NodeReport, NodeSubjectError, Verb};
+use bus_schemas::wellknown::NODE_LEASE_NAMESPACE;
 use bus_schemas::{codec, with_kind, Reason, Resource, Status};
 use chrono::Utc;
-use shoal_bus::{InformerFactory, Store};
 
 use crate::reply::Reply;
 use crate::request::Request;
-
-/// The namespace that holds node heartbeat Leases.
-pub const NODE_LEASE_NAMESPACE: &str = "shoal-node-lease";
-
-pub struct ApiServer {
-    pub(crate) store: Store,
-    pub(crate) informers: InformerFactory,
-    pub(crate) max_payload: usize,
-}
+use crate::state::{decode_object, ApiServer};
 
 impl ApiServer {
-    pub fn new(store: Store, informers: InformerFactory, max_payload: usize) -> Self {
-        ApiServer {
-            store,
-            informers,
-            max_payload,
-        }
-    }
-
     /// Answers one request; never fails: failures are Status replies.
     pub async fn handle(&self, mut req: Request<'_>) -> Reply {
-        let result = if req.subject.starts_with("shoal.v1.node.") {
+        let result = if subjects::is_node_report(req.subject) {
             self.node_report(&mut req).await
         } else {
             self.api_request(&req).await
@@ -86,37 +72,30 @@ impl ApiServer {
 
     /// `shoal.v1.node.<node>.<what>`: a node's reports, accepted only for what is its own.
     async fn node_report(&self, req: &mut Request<'_>) -> Result<Reply, Status> {
-        let rest = req.subject.trim_start_matches("shoal.v1.node.");
-        let Some((node_token, what)) = rest.split_once('.') else {
-            return Err(Status::bad_request(format!(
-                "malformed node subject {}",
-                req.subject
-            )));
-        };
-        let node =
-            subjects::decode_token(node_token).map_err(|e| Status::bad_request(e.to_string()))?;
+        let (node, report) = subjects::parse_node_report(req.subject).map_err(|e| match e {
+            NodeSubjectError::UnknownReport(_) => {
+                Status::new(Reason::MethodNotAllowed, e.to_string())
+            }
+            _ => Status::bad_request(e.to_string()),
+        })?;
         req.from_node = Some(node.clone());
-        match what {
-            "pod-status" => self.update::<Pod>(req, true).await,
-            "pod-delete" => {
+        match report {
+            NodeReport::PodStatus => self.update::<Pod>(req, true).await,
+            NodeReport::PodDelete => {
                 let mut options: DeleteOptions = codec::from_msgpack_strict(req.payload)
                     .map_err(|causes| Status::invalid("DeleteOptions", "", causes))?;
                 options.grace_period_seconds = Some(0);
                 let pod = self.delete_object::<Pod>(req, &options).await?;
                 Reply::ok(&pod)
             }
-            "node-status" => self.node_status(req, &node).await,
-            "heartbeat" => self.heartbeat(req, &node).await,
-            _ => Err(Status::new(
-                Reason::MethodNotAllowed,
-                format!("unknown node report {what:?}: use pod-status, pod-delete, node-status or heartbeat"),
-            )),
+            NodeReport::NodeStatus => self.node_status(req, &node).await,
+            NodeReport::Heartbeat => self.heartbeat(req, &node).await,
         }
     }
 
     /// Registers the node on first report, then writes its status.
     async fn node_status(&self, req: &Request<'_>, node: &str) -> Result<Reply, Status> {
-        let reported: Node = crate::write::decode_object(req.payload)?;
+        let reported: Node = decode_object(req.payload)?;
         if reported.metadata.name != node {
             return Err(Status::new(
                 Reason::Forbidden,

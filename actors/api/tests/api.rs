@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bus_schemas::api::{DeleteOptions, ListOptions, PatchRequest};
 use bus_schemas::kinds::{Node, Pod};
-use bus_schemas::subjects::{self, Verb, HEADER_CODE};
+use bus_schemas::subjects::{self, NodeReport, Verb, HEADER_CODE};
 use bus_schemas::{codec, Reason, Status};
 use shoal_api::local::LocalCluster;
 use shoal_bus::client::{HEADER_REQUEST_ID, HEADER_TIMEOUT_MS};
@@ -441,7 +441,7 @@ async fn nodes_write_only_what_is_bound_to_them() {
     let reply = cluster
         .nats
         .request(
-            subjects::node_report("n1", "node-status"),
+            subjects::node_report("n1", NodeReport::NodeStatus),
             node_bytes.clone().into(),
         )
         .await
@@ -457,7 +457,7 @@ async fn nodes_write_only_what_is_bound_to_them() {
     let forged = cluster
         .nats
         .request(
-            subjects::node_report("n2", "node-status"),
+            subjects::node_report("n2", NodeReport::NodeStatus),
             node_bytes.into(),
         )
         .await
@@ -475,7 +475,7 @@ async fn nodes_write_only_what_is_bound_to_them() {
     let wrong = cluster
         .nats
         .request(
-            subjects::node_report("n2", "pod-status"),
+            subjects::node_report("n2", NodeReport::PodStatus),
             body.clone().into(),
         )
         .await
@@ -486,7 +486,10 @@ async fn nodes_write_only_what_is_bound_to_them() {
     );
     let right = cluster
         .nats
-        .request(subjects::node_report("n1", "pod-status"), body.into())
+        .request(
+            subjects::node_report("n1", NodeReport::PodStatus),
+            body.into(),
+        )
         .await
         .unwrap();
     let written: Pod = codec::from_msgpack(&right.payload).unwrap();
@@ -509,7 +512,10 @@ async fn nodes_write_only_what_is_bound_to_them() {
     .unwrap();
     cluster
         .nats
-        .request(subjects::node_report("n1", "pod-delete"), confirm.into())
+        .request(
+            subjects::node_report("n1", NodeReport::PodDelete),
+            confirm.into(),
+        )
         .await
         .unwrap();
     assert!(api

@@ -7,8 +7,8 @@ use std::net::Ipv4Addr;
 
 use bus_schemas::kinds::{Lease, Service};
 use bus_schemas::Reason;
-use shoal_api::admission::{service_ip_lease_name, SERVICE_IP_NAMESPACE, SERVICE_UID_LABEL};
 use shoal_api::local::LocalCluster;
+use shoal_api::service_ips::{service_ip_lease_name, SERVICE_IP_NAMESPACE, SERVICE_UID_LABEL};
 
 fn service(name: &str, cluster_ip: Option<&str>) -> Service {
     let mut spec = serde_json::json!({

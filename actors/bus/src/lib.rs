@@ -1,7 +1,9 @@
 //! The shared bus client every Shoal actor stands on.
 //!
 //! # Layout
-//! - [`natsd`]: runs a nats-server child process (the one-machine cluster and every test).
+//! - [`natsd`]: runs a nats-server child process (the one-machine cluster and every test);
+//!   throwaway servers on free ports (`Natsd::start_in`, `free_port`) only with the
+//!   `test-support` feature.
 //! - [`store`]: the JetStream state log: raw get, list and CAS write of object versions.
 //! - [`watch`]: resumable watches from a revision, across reconnects and server restarts.
 //! - [`client`]: the typed API client: create, update, delete, get, list, patch over

@@ -2,8 +2,7 @@
 //!
 //! JetStream stores with `sync_interval: always` so an acknowledged write survives power loss.
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -110,8 +109,9 @@ pub fn server_binary() -> Result<PathBuf, NatsdError> {
 }
 
 /// A TCP port that was free a moment ago.
+#[cfg(feature = "test-support")]
 pub fn free_port() -> Result<u16, NatsdError> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(NatsdError::NoPort)?;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(NatsdError::NoPort)?;
     Ok(listener.local_addr().map_err(NatsdError::NoPort)?.port())
 }
 
@@ -125,8 +125,9 @@ impl Natsd {
         Ok(server)
     }
 
-    /// A throwaway server on a free port with its store in `dir` (tests).
-    pub async fn start_in(dir: &Path) -> Result<Natsd, NatsdError> {
+    /// A throwaway server on a free port with its store in `dir` (tests and benchmarks).
+    #[cfg(feature = "test-support")]
+    pub async fn start_in(dir: &std::path::Path) -> Result<Natsd, NatsdError> {
         Natsd::start(NatsdConfig::new(free_port()?, dir)).await
     }
 

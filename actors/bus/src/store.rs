@@ -364,12 +364,16 @@ impl Store {
     }
 }
 
-fn map_info_err(e: impl std::fmt::Display) -> StoreError {
-    let text = e.to_string();
-    if text.contains("stream not found") {
-        StoreError::StreamMissing
-    } else {
-        StoreError::Unavailable(text)
+/// The server's "no such stream" travels as the JetStream API error inside an info request's
+/// error (async-nats gives it no kind of its own), so it is found by its error code.
+fn map_info_err(e: jetstream::stream::InfoError) -> StoreError {
+    let api_error =
+        std::error::Error::source(&e).and_then(|source| source.downcast_ref::<jetstream::Error>());
+    match api_error {
+        Some(api) if api.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND => {
+            StoreError::StreamMissing
+        }
+        _ => StoreError::unavailable(e),
     }
 }
 

@@ -168,3 +168,19 @@ async fn a_missing_state_stream_is_an_alarm_not_an_empty_cluster() {
         Ok(_) => panic!("expected StreamMissing, got a store"),
     }
 }
+
+#[tokio::test]
+async fn a_state_stream_deleted_under_an_open_store_is_reported_as_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_natsd, store) = setup(dir.path()).await;
+    assert_eq!(store.last_revision().await.unwrap(), 0);
+    store
+        .jetstream()
+        .delete_stream(subjects::OBJECTS_STREAM)
+        .await
+        .unwrap();
+    match store.last_revision().await {
+        Err(shoal_bus::StoreError::StreamMissing) => {}
+        other => panic!("expected StreamMissing, got {other:?}"),
+    }
+}

@@ -30,8 +30,7 @@ use crate::events::{NORMAL, WARNING};
 use crate::podutil::{self, is_owned_by};
 
 pub const NAME: &str = "deployment";
-pub const HASH_LABEL: &str = "pod-template-hash";
-pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
+pub use bus_schemas::wellknown::{POD_TEMPLATE_HASH_LABEL as HASH_LABEL, REVISION_ANNOTATION};
 /// Set on a ReplicaSet once a rollout to it completed: the targets of automatic rollback.
 pub const COMPLETE_ANNOTATION: &str = "shoal.io/rollout-complete";
 pub const RESTARTED_AT_ANNOTATION: &str = "kubectl.kubernetes.io/restartedAt";

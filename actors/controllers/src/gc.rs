@@ -38,8 +38,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::context::Ctx;
 use crate::error::ReconcileError;
 
-pub const FINALIZER_ORPHAN: &str = "orphan";
-pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+pub use bus_schemas::wellknown::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 
 /// A dependent of some owner, as GC sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use crate::podutil;
 use futures::StreamExt;
 
 pub const NAME: &str = "node-lifecycle";
-pub const NODE_LEASE_NAMESPACE: &str = "shoal-node-lease";
+pub use bus_schemas::wellknown::NODE_LEASE_NAMESPACE;
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const REASON_UNKNOWN: &str = "NodeStatusUnknown";

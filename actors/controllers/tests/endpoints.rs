@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bus_schemas::kinds::{Endpoints, Lease, Pod, Service};
 use common::*;
-use shoal_api::admission::{service_ip_lease_name, SERVICE_IP_NAMESPACE};
+use shoal_api::service_ips::{service_ip_lease_name, SERVICE_IP_NAMESPACE};
 
 const T: Duration = Duration::from_secs(20);
 

@@ -43,7 +43,7 @@ pub enum BindError {
 pub fn bind(addr: SocketAddr, netns: Option<&Path>) -> Result<Bound, BindError> {
     match netns {
         None => bind_here(addr),
-        Some(path) => shoal_node::probe::in_netns(path, move || bind_here(addr))
+        Some(path) => shoal_netns::in_netns(path, move || bind_here(addr))
             .map_err(|e| BindError::Netns(e.to_string()))?,
     }
 }

@@ -19,7 +19,8 @@
 //! - [`encode`]: records to pre-encoded wire sections (hickory-proto).
 //! - [`index`]: the name → answers table and the builder that updates it incrementally.
 //! - [`answer`]: one query to one response. [`telemetry`]: answers by rcode, sampled spans.
-//! - [`feed`]: informers → builder. [`mod@bind`]: sockets, in a network namespace if asked.
+//! - [`feed`]: informers → builder. [`mod@bind`]: sockets, in a network namespace if asked
+//!   (through `shoal-netns`, not the container runtime).
 //! - [`udp`], [`tcp`], [`bus`]: the three ways in (UDP threads, TCP tasks, NATS
 //!   request/reply on `shoal.v1.dns.query`).
 

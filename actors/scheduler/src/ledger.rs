@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::resources::Resources;
 
 /// Where the allocation records live (created at start-up, idempotently).
-pub const ALLOCATION_NAMESPACE: &str = "shoal-node-allocation";
+pub use bus_schemas::wellknown::ALLOCATION_NAMESPACE;
 /// The JSON ledger of in-flight binds.
 pub const ANNOTATION_LEDGER: &str = "shoal.io/allocation";
 /// How many binds went through this record (for people reading it).

@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
 use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::node::NodeStatus;
 use bus_schemas::kinds::pod::PodStatus;
 use bus_schemas::kinds::{Node, Pod};
 use bus_schemas::meta::Condition;
-use bus_schemas::subjects;
+use bus_schemas::subjects::{self, NodeReport};
 use bus_schemas::{codec, Resource};
 use shoal_bus::informer::INDEX_NODE;
 use shoal_bus::{InformerFactory, ObjectKey, Store};
@@ -93,10 +94,22 @@ impl AgentConfig {
         }
     }
 
+    /// The container and image-pull back-off after `exp` earlier failures: `backoff_base`
+    /// doubling up to `backoff_max`, as Kubernetes does. The worker keeps `exp` itself
+    /// because the state it reports (ErrImagePull on the first failure, BackOff after)
+    /// depends on it.
     pub fn backoff(&self, exp: u32) -> Duration {
-        self.backoff_base
-            .saturating_mul(1u32 << exp.min(16))
-            .min(self.backoff_max)
+        self.backoff_policy()
+            .build()
+            .nth(exp.min(64) as usize)
+            .unwrap_or(self.backoff_max)
+    }
+
+    fn backoff_policy(&self) -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_min_delay(self.backoff_base)
+            .with_max_delay(self.backoff_max)
+            .without_max_times()
     }
 }
 
@@ -140,7 +153,7 @@ impl AgentCtx {
 
     /// Sends one report and waits at most [`REPORT_TIMEOUT`] for the answer; the API drops
     /// a report it could only start on later, as nobody waits for it any more.
-    async fn report(&self, what: &str, body: Vec<u8>) -> Result<bytes::Bytes, String> {
+    async fn report(&self, what: NodeReport, body: Vec<u8>) -> Result<bytes::Bytes, String> {
         let subject = subjects::node_report(&self.config.node_name, what);
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(
@@ -183,7 +196,7 @@ impl AgentCtx {
         let Ok(body) = codec::to_msgpack(&report) else {
             return false;
         };
-        match self.report("pod-status", body).await {
+        match self.report(NodeReport::PodStatus, body).await {
             Ok(_) => true,
             Err(e) if e.starts_with("404") => {
                 tracing::debug!(pod = %ObjectKey::of(pod), "pod gone before its status was written");
@@ -210,7 +223,7 @@ impl AgentCtx {
         let Ok(body) = codec::to_msgpack(&options) else {
             return;
         };
-        if let Err(e) = self.report("pod-delete", body).await {
+        if let Err(e) = self.report(NodeReport::PodDelete, body).await {
             if !e.starts_with("404") {
                 tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod deletion not confirmed");
             }
@@ -510,16 +523,19 @@ fn pressure(ctx: &AgentCtx) -> Pressure {
 async fn register(ctx: &Arc<AgentCtx>, facts: &MachineFacts, hollow: bool) {
     let node = node_object(&ctx.config, facts, hollow, &health(ctx).await);
     let body = codec::to_msgpack(&node).unwrap_or_default();
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        match ctx.report("node-status", body.clone()).await {
-            Ok(_) => return,
-            Err(e) => {
-                tracing::warn!(node = %ctx.config.node_name, error = %e, "registering node; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
-        }
+    let until_the_bus_answers = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .without_max_times();
+    let registered = (|| ctx.report(NodeReport::NodeStatus, body.clone()))
+        .retry(until_the_bus_answers)
+        .notify(|e, _| {
+            tracing::warn!(node = %ctx.config.node_name, error = %e, "registering node; retrying");
+        })
+        .await;
+    // Unreachable with unlimited retries; logged rather than unwrapped all the same.
+    if let Err(e) = registered {
+        tracing::error!(node = %ctx.config.node_name, error = %e, "registering node gave up");
     }
 }
 
@@ -528,7 +544,7 @@ async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
     let mut reported = health(&ctx).await;
     loop {
         tokio::time::sleep(ctx.config.heartbeat_interval).await;
-        if let Err(e) = ctx.report("heartbeat", Vec::new()).await {
+        if let Err(e) = ctx.report(NodeReport::Heartbeat, Vec::new()).await {
             tracing::warn!(node = %ctx.config.node_name, error = %e, "heartbeat failed");
         }
         since_status += ctx.config.heartbeat_interval;
@@ -541,7 +557,7 @@ async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
                 continue;
             };
             // A change that did not land is tried again at the next heartbeat.
-            match ctx.report("node-status", body).await {
+            match ctx.report(NodeReport::NodeStatus, body).await {
                 Ok(_) => {
                     since_status = Duration::ZERO;
                     reported = now;
@@ -671,5 +687,18 @@ async fn manage_pods(ctx: Arc<AgentCtx>, informers: InformerFactory) {
                 workers.remove(&uid);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_backoff_doubles_from_the_base_up_to_the_cap() {
+        let config = AgentConfig::new("n1", "10.0.0.0/24");
+        let secs: Vec<u64> = (0..8).map(|exp| config.backoff(exp).as_secs()).collect();
+        assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(config.backoff(u32::MAX / 2), Duration::from_secs(300));
     }
 }

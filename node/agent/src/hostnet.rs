@@ -57,7 +57,7 @@ impl HostNet {
     ) -> Result<T, HostNetError> {
         match &self.netns {
             None => Ok(f()),
-            Some(path) => shoal_node::probe::in_netns(path, f)
+            Some(path) => shoal_netns::in_netns(path, f)
                 .map_err(|e| HostNetError::Enter(path.clone(), e.to_string())),
         }
     }

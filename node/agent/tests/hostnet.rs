@@ -171,7 +171,7 @@ fn the_node_network_is_prepared_and_the_uplink_is_watched() {
 
 #[test]
 fn the_service_range_matches_the_api() {
-    let (base, bits) = shoal_api::admission::SERVICE_CIDR;
+    let (base, bits) = shoal_api::service_ips::SERVICE_CIDR;
     assert_eq!(
         ProxyConfig::default().service_cidr,
         format!("{base}/{bits}")

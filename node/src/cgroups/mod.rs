@@ -7,8 +7,9 @@
 //! (cpuset, blkio, freezer, ...), which costs a mkdir plus setup writes per
 //! hierarchy on the container-start hot path, and cpuset needs cpus/mems copied
 //! down; we only need cpu, cpuacct, memory, pids and devices, each a handful of
-//! one-line files. Writing them directly also gives us exact control over the
-//! EBUSY retry loop on deletion and keeps the error messages pointing at the file.
+//! one-line files (measured 1.5–1.7x slower per group on a v1 host: see
+//! docs/architecture.md, "Node agent"). Writing them directly also keeps the
+//! error messages pointing at the file.
 //! Detection uses statfs(2) (CGROUP2_SUPER_MAGIC), same as cgroups-rs's
 //! `hierarchies::is_cgroup2_unified_mode`.
 
@@ -249,24 +250,23 @@ pub(crate) fn rmdir_retry(
     deadline: std::time::Instant,
     mut before_retry: impl FnMut(),
 ) -> Result<()> {
-    let mut backoff = Duration::from_micros(200);
-    loop {
-        match std::fs::remove_dir(dir) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e)
-                if e.raw_os_error() == Some(libc::EBUSY)
-                    && std::time::Instant::now() < deadline =>
-            {
-                before_retry();
-                // Backoff (not a test sync): the kernel frees the cgroup once the
-                // killed tasks are fully reaped, which we cannot wait on directly.
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(Duration::from_millis(20));
-            }
-            Err(e) => return Err(Error::io(dir, "rmdir cgroup", e)),
-        }
-    }
+    use backon::{BlockingRetryable, ExponentialBuilder};
+    // Back-off, not a test sync: the kernel frees the cgroup once the killed tasks are
+    // fully reaped, which we cannot wait on directly.
+    let while_busy = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_micros(200))
+        .with_max_delay(Duration::from_millis(20))
+        .without_max_times();
+    let rmdir = || match std::fs::remove_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        done => done,
+    };
+    rmdir
+        .retry(while_busy)
+        .when(|e| e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < deadline)
+        .notify(|_, _| before_retry())
+        .call()
+        .map_err(|e| Error::io(dir, "rmdir cgroup", e))
 }
 
 /// Recursively list child directories, deepest first.

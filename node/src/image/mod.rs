@@ -10,6 +10,7 @@
 //! [`ImageStore::import_blob`] adds one blob by digest with verification, and
 //! [`ImageStore::add_image`] records a reference once its manifest's blobs are present.
 
+pub mod build;
 pub mod oci;
 mod unpack;
 

@@ -1,12 +1,13 @@
 //! `shoal-shim exec`: run a command inside a running container (its cgroup and
 //! ipc/uts/net/pid/mnt namespaces), collecting output with a deadline.
 
+use super::namespaces;
 use super::{caps, send, user, ExecReply, ExecSpec, PipeMsg, Reply};
 use crate::error::StepError;
 use crate::sys::{self, Forked};
 use nix::fcntl::OFlag;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sched::{setns, CloneFlags};
+use nix::sched::CloneFlags;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{pipe2, Pid};
@@ -40,14 +41,14 @@ fn run(spec: &ExecSpec) -> Result<ExecReply, StepError> {
         ("mnt", CloneFlags::CLONE_NEWNS),
     ] {
         let p = format!("/proc/{}/ns/{name}", spec.pid);
-        let f = File::open(&p).map_err(|e| StepError::io("join namespace", &e, p.clone()))?;
+        let f = namespaces::open(std::path::Path::new(&p), "join namespace")?;
         ns.push((f, flag, name));
     }
     for f in &spec.cgroup_procs {
         std::fs::write(f, "0").map_err(|e| StepError::io("cgroup", &e, f.display().to_string()))?;
     }
     for (f, flag, name) in &ns {
-        setns(f.as_fd(), *flag).map_err(|e| StepError::sys("join namespace", e, *name))?;
+        namespaces::join(f, *flag, "join namespace", *name)?;
     }
     drop(ns);
     let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| StepError::sys("exec", e, "pipe2"))?;

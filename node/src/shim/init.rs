@@ -2,10 +2,11 @@
 //! namespace, rootfs, pivot_root, user, capabilities, no_new_privs, exec.
 //! Each failure is a [`StepError`] naming its step.
 
+use super::namespaces;
 use super::{caps, mounts, user, RunSpec};
 use crate::error::StepError;
 use nix::mount::{mount, MsFlags};
-use nix::sched::{unshare, CloneFlags};
+use nix::sched::CloneFlags;
 use std::convert::Infallible;
 use std::ffi::CString;
 use std::fs::File;
@@ -46,8 +47,11 @@ fn setup(spec: &RunSpec, out_w: OwnedFd, err_w: OwnedFd) -> Result<Infallible, S
             .map_err(|e| StepError::io("cgroup", &e, f.display().to_string()))?;
     }
 
-    unshare(CloneFlags::CLONE_NEWNS)
-        .map_err(|e| StepError::sys("unshare mount", e, "unshare(CLONE_NEWNS)"))?;
+    namespaces::unshare(
+        CloneFlags::CLONE_NEWNS,
+        "unshare mount",
+        "unshare(CLONE_NEWNS)",
+    )?;
     // rslave: host mount events still propagate in (e.g. a sandbox's ns files
     // being unmounted), nothing we mount leaks out, and pivot_root accepts it.
     mount(

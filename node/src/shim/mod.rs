@@ -27,6 +27,7 @@ mod exec;
 mod init;
 mod monitor;
 mod mounts;
+mod namespaces;
 mod sandbox;
 mod user;
 

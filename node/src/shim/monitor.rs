@@ -5,6 +5,7 @@
 //! poll(2) set as the two log pipes, so there is no polling interval and no
 //! SIGCHLD handler.
 
+use super::namespaces;
 use super::{init, send, PipeMsg, Reply, RunSpec};
 use crate::container::{ExitFile, PidFile};
 use crate::error::StepError;
@@ -13,7 +14,7 @@ use crate::sys::{self, Forked};
 use crate::util;
 use nix::fcntl::OFlag;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sched::{setns, unshare, CloneFlags};
+use nix::sched::CloneFlags;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{pipe2, setsid, Pid};
 use std::fs::File;
@@ -106,25 +107,21 @@ fn spawn_init(spec: &RunSpec, report: &File) -> Result<(i32, OwnedFd, OwnedFd), 
         (&spec.ipcns, CloneFlags::CLONE_NEWIPC),
         (&spec.utsns, CloneFlags::CLONE_NEWUTS),
     ] {
-        let step = "join pod namespace";
-        let f =
-            File::open(path).map_err(|e| StepError::io(step, &e, path.display().to_string()))?;
-        setns(f.as_fd(), flag).map_err(|e| StepError::sys(step, e, path.display().to_string()))?;
+        namespaces::join_path(path, flag, "join pod namespace")?;
     }
     match &spec.pidns {
         // setns(2) CLONE_NEWPID: like unshare, it only changes the namespace
         // of the caller's next children, so the init forked below joins the
         // pod's shared namespace (whose pid 1 is the pause process).
         Some(path) => {
-            let step = "join pod pid namespace";
-            let f = File::open(path)
-                .map_err(|e| StepError::io(step, &e, path.display().to_string()))?;
-            setns(f.as_fd(), CloneFlags::CLONE_NEWPID)
-                .map_err(|e| StepError::sys(step, e, path.display().to_string()))?;
+            namespaces::join_path(path, CloneFlags::CLONE_NEWPID, "join pod pid namespace")?
         }
         // The next child becomes pid 1 of a fresh pid namespace.
-        None => unshare(CloneFlags::CLONE_NEWPID)
-            .map_err(|e| StepError::sys("unshare pid", e, "unshare(CLONE_NEWPID)"))?,
+        None => namespaces::unshare(
+            CloneFlags::CLONE_NEWPID,
+            "unshare pid",
+            "unshare(CLONE_NEWPID)",
+        )?,
     }
     match sys::fork().map_err(|e| StepError::sys("fork init", e, "fork"))? {
         Forked::Child => {

@@ -11,27 +11,25 @@
 //! its error messages are clear, and the sandbox budget (150 ms p99 pod start)
 //! leaves plenty of room. The per-container hot path runs no `ip` at all.
 
+use super::namespaces;
 use super::SandboxNsSpec;
 use crate::error::StepError;
 use crate::sandbox::PauseProcess;
 use crate::sys::{self, Forked};
 use crate::util;
 use nix::mount::{mount, MsFlags};
-use nix::sched::{setns, unshare, CloneFlags};
+use nix::sched::CloneFlags;
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 fn enter_netns(path: &std::path::Path, step: &str) -> Result<(), StepError> {
-    let f = File::open(path).map_err(|e| StepError::io(step, &e, path.display().to_string()))?;
-    setns(f.as_fd(), CloneFlags::CLONE_NEWNET)
-        .map_err(|e| StepError::sys(step, e, path.display().to_string()))
+    namespaces::join_path(path, CloneFlags::CLONE_NEWNET, step)
 }
 
 fn ip_batch(step: &str, batch: &str) -> Result<(), StepError> {
@@ -79,8 +77,11 @@ pub(super) fn create(spec: &SandboxNsSpec) -> Result<Option<PauseProcess>, StepE
         File::create(&p)
             .map_err(|e| StepError::io("persist namespace", &e, p.display().to_string()))?;
     }
-    unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS)
-        .map_err(|e| StepError::sys("unshare", e, "net|ipc|uts"))?;
+    namespaces::unshare(
+        CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS,
+        "unshare",
+        "net|ipc|uts",
+    )?;
     nix::unistd::sethostname(&spec.hostname)
         .map_err(|e| StepError::sys("hostname", e, spec.hostname.clone()))?;
     for n in names {
@@ -96,8 +97,12 @@ pub(super) fn create(spec: &SandboxNsSpec) -> Result<Option<PauseProcess>, StepE
         .map_err(|e| StepError::sys("persist namespace", e, dst.display().to_string()))?;
     }
 
-    setns(node_ns.as_fd(), CloneFlags::CLONE_NEWNET)
-        .map_err(|e| StepError::sys("node netns", e, "return to node netns"))?;
+    namespaces::join(
+        &node_ns,
+        CloneFlags::CLONE_NEWNET,
+        "node netns",
+        "return to node netns",
+    )?;
     let mtu = spec.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
     let mut host = String::new();
     if spec.ensure_bridge {
@@ -151,8 +156,7 @@ fn start_pause(spec: &SandboxNsSpec, pause_file: &Path) -> Result<PauseProcess, 
     let exe = std::env::current_exe().map_err(|e| StepError::io(step, &e, "current_exe"))?;
     // unshare(2) CLONE_NEWPID: the caller stays put; its next child is PID 1
     // of the new namespace.
-    unshare(CloneFlags::CLONE_NEWPID)
-        .map_err(|e| StepError::sys(step, e, "unshare(CLONE_NEWPID)"))?;
+    namespaces::unshare(CloneFlags::CLONE_NEWPID, step, "unshare(CLONE_NEWPID)")?;
     let pid = match sys::fork().map_err(|e| StepError::sys(step, e, "fork pause"))? {
         Forked::Child => {
             let _ = nix::unistd::setsid();

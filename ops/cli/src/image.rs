@@ -40,7 +40,7 @@ pub async fn run(session: &Session, command: ImageCommand) -> Result<i32> {
         ImageCommand::BuildBusybox { name, tag } => {
             let dir = tempfile::tempdir()?;
             let layout = dir.path().join("layout");
-            shoal_node::testimage::build_busybox_layout(&layout, &name, &tag)
+            shoal_node::image::build::build_busybox_layout(&layout, &name, &tag)
                 .context("building the busybox image (is busybox-static installed?)")?;
             let scratch = ImageStore::open(dir.path().join("store"))?;
             let images = registry.import_path(&scratch, &layout, show).await?;

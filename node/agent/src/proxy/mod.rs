@@ -31,7 +31,7 @@ pub struct ProxyConfig {
     /// Run the proxy (real nodes only; hollow nodes never do).
     pub enabled: bool,
     /// The range ClusterIPs are allocated from: must match the API's
-    /// (`shoal_api::admission::SERVICE_CIDR`).
+    /// (`shoal_api::service_ips::SERVICE_CIDR`).
     pub service_cidr: String,
     /// Changes arriving within this window are applied together.
     pub debounce: Duration,

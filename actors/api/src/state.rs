@@ -1,0 +1,326 @@
+//! The state every verb shares: the store and the informer caches, the lookups that read
+//! them, and the primitives that write the log. The bottom layer of the crate: it imports
+//! nothing else from it but the request, so policy modules and verbs can all build on it.
+
+use std::sync::Arc;
+
+use bus_schemas::codec::{self, MAX_OBJECT_BYTES};
+use bus_schemas::status::Cause;
+use bus_schemas::subjects;
+use bus_schemas::{Reason, Resource, Status};
+use chrono::Utc;
+use shoal_bus::store::{EventType, RawEvent, StoreError, WriteMeta};
+use shoal_bus::{InformerFactory, Store};
+
+use crate::request::Request;
+use crate::telemetry;
+use tracing::Instrument;
+
+/// How many times a write without a resourceVersion is retried against newer versions.
+pub(crate) const MAX_UNCONDITIONAL_RETRIES: usize = 16;
+
+pub struct ApiServer {
+    pub(crate) store: Store,
+    pub(crate) informers: InformerFactory,
+    pub(crate) max_payload: usize,
+}
+
+#[tracing::instrument(name = "api.decode", level = "info", skip_all, fields(kind = K::INFO.kind, bytes = payload.len()))]
+pub(crate) fn decode_object<K: Resource>(payload: &[u8]) -> Result<K, Status> {
+    if payload.len() > MAX_OBJECT_BYTES {
+        return Err(too_large(payload.len()));
+    }
+    let obj: K = codec::from_msgpack_strict(payload)
+        .map_err(|causes| Status::invalid(K::INFO.kind, "", causes))?;
+    let (api_version, kind) = obj.type_meta();
+    let mut causes = Vec::new();
+    if !kind.is_empty() && kind != K::INFO.kind {
+        causes.push(Cause::invalid(
+            "kind",
+            format!("{kind:?} sent to the {} API", K::INFO.kind),
+        ));
+    }
+    if !api_version.is_empty() && api_version != K::INFO.api_version {
+        causes.push(Cause::not_supported(
+            "apiVersion",
+            api_version,
+            &[K::INFO.api_version],
+        ));
+    }
+    if !causes.is_empty() {
+        return Err(Status::invalid(K::INFO.kind, &obj.meta().name, causes));
+    }
+    Ok(obj)
+}
+
+fn too_large(len: usize) -> Status {
+    Status::new(
+        Reason::RequestEntityTooLarge,
+        format!("object is {len} bytes; the limit is {MAX_OBJECT_BYTES} bytes"),
+    )
+}
+
+pub(crate) fn decode_stored<K: Resource>(raw: &RawEvent) -> Result<K, Status> {
+    let mut obj: K = codec::from_msgpack(&raw.payload).map_err(|e| {
+        Status::internal(format!(
+            "stored {} at revision {} is undecodable: {e}",
+            raw.subject, raw.revision
+        ))
+    })?;
+    obj.meta_mut().resource_version = raw.revision.to_string();
+    Ok(obj)
+}
+
+pub(crate) fn default_namespace<K: Resource>(namespace: &str) -> String {
+    if K::INFO.namespaced && namespace.is_empty() {
+        "default".to_string()
+    } else {
+        namespace.to_string()
+    }
+}
+
+pub(crate) fn subject_of<K: Resource>(namespace: &str, name: &str) -> String {
+    subjects::object(&K::INFO.token(), namespace, name)
+}
+
+pub(crate) fn store_error(kind: &str, namespace: &str, name: &str, e: StoreError) -> Status {
+    match e {
+        StoreError::Conflict { .. } => Status::conflict(
+            kind,
+            namespace,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        ),
+        StoreError::TooLarge(detail) => Status::new(Reason::RequestEntityTooLarge, detail),
+        StoreError::StreamMissing => Status::new(Reason::ServiceUnavailable, e.to_string()),
+        StoreError::Unavailable(detail) => {
+            Status::new(Reason::ServiceUnavailable, format!("state log unavailable: {detail}"))
+        }
+    }
+}
+
+/// Sets what the server alone decides about a new object (uid, creation time, generation)
+/// and fills defaults: the first step of every create, whoever asks for it.
+pub(crate) fn stamp_new<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.namespace = default_namespace::<K>(&meta.namespace);
+    meta.uid = uuid::Uuid::new_v4().to_string();
+    meta.creation_timestamp = Some(Utc::now());
+    meta.deletion_timestamp = None;
+    meta.deletion_grace_period_seconds = None;
+    meta.generation = 1;
+    meta.resource_version.clear();
+    obj.apply_defaults();
+}
+
+impl ApiServer {
+    pub fn new(store: Store, informers: InformerFactory, max_payload: usize) -> Self {
+        ApiServer {
+            store,
+            informers,
+            max_payload,
+        }
+    }
+
+    /// The version this very request stored, if the log still keeps it: the answer to a
+    /// retry whose first attempt succeeded but whose reply was lost. Not only the newest
+    /// version: by the time a create is retried, a scheduler may already have written the
+    /// pod again (found by a test killing an API replica under load).
+    pub(crate) async fn own_earlier_attempt<K: Resource>(
+        &self,
+        req: &Request<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Option<K> {
+        let id = req.request_id.as_deref()?;
+        let subject = subject_of::<K>(namespace, name);
+        let newest = self.store.get_raw(&subject).await.ok()??;
+        let mine = if newest.request_id.as_deref() == Some(id) {
+            newest
+        } else {
+            self.store
+                .history(&subject)
+                .await
+                .ok()?
+                .into_iter()
+                .rev()
+                .find(|raw| raw.request_id.as_deref() == Some(id))?
+        };
+        decode_stored::<K>(&mine).ok()
+    }
+
+    /// Current live version of an object, with its revision; None if absent or deleted.
+    pub(crate) async fn current<K: Resource>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<(K, u64)>, Status> {
+        let subject = subject_of::<K>(namespace, name);
+        let raw = self
+            .store
+            .get_raw(&subject)
+            .await
+            .map_err(|e| store_error(K::INFO.kind, namespace, name, e))?;
+        match raw {
+            Some(raw) if !raw.is_tombstone() => {
+                let obj = decode_stored::<K>(&raw)?;
+                Ok(Some((obj, raw.revision)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The object as this process's cache holds it, if a synced cache of its kind runs here.
+    fn cached<K: Resource>(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.informers.existing::<K>()?.get(namespace, name)
+    }
+
+    /// An object for a policy check (does the namespace exist, what is this class's value):
+    /// from this process's cache when it holds it, else from the log. A cached "absent"
+    /// is never trusted, as the object may have been created a moment ago.
+    pub(crate) async fn cached_or_current<K: Resource>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<K>, Status> {
+        match self.cached::<K>(namespace, name) {
+            Some(obj) => Ok(Some(K::clone(&obj))),
+            None => Ok(self
+                .current::<K>(namespace, name)
+                .await?
+                .map(|(obj, _)| obj)),
+        }
+    }
+
+    /// The version a write starts from. The first attempt takes it from this process's cache
+    /// when the cache holds it (at the revision the client expects, if it named one): every
+    /// write is a CAS on that revision, so a stale cache costs a conflict and a retry from the
+    /// log, never a lost update, and it saves a read from the log on the hot path (binds,
+    /// status reports, ledger records). Later attempts, and anything the cache lacks, read
+    /// the log. The flag says whether the version came from the cache.
+    pub(crate) async fn base_for_write<K: Resource>(
+        &self,
+        namespace: &str,
+        name: &str,
+        attempt: usize,
+        wanted: Option<u64>,
+    ) -> Result<Option<(K, u64, bool)>, Status> {
+        if attempt == 0 {
+            if let Some(obj) = self.cached::<K>(namespace, name) {
+                let revision = obj.meta().revision().unwrap_or(0);
+                if revision > 0 && wanted.is_none_or(|w| w == revision) {
+                    return Ok(Some((K::clone(&obj), revision, true)));
+                }
+            }
+        }
+        Ok(self
+            .current::<K>(namespace, name)
+            .await?
+            .map(|(obj, revision)| (obj, revision, false)))
+    }
+
+    /// Writes `obj` with CAS against `expected`; returns the stored object.
+    pub(crate) async fn put<K: Resource>(
+        &self,
+        req: &Request<'_>,
+        event: EventType,
+        mut obj: K,
+        expected: u64,
+    ) -> Result<K, StoreError> {
+        obj.meta_mut().resource_version.clear();
+        obj.set_type_meta();
+        let bytes = codec::to_msgpack(&obj).map_err(|e| StoreError::TooLarge(e.to_string()))?;
+        if bytes.len() > MAX_OBJECT_BYTES {
+            return Err(StoreError::TooLarge(format!(
+                "object is {} bytes encoded; the limit is {MAX_OBJECT_BYTES} bytes",
+                bytes.len()
+            )));
+        }
+        let meta = obj.meta();
+        let subject = subject_of::<K>(&meta.namespace, &meta.name);
+        let span = telemetry::cas_span(K::INFO.kind, &meta.namespace, &meta.name, expected);
+        let traceparent =
+            span.in_scope(|| telemetry::event_traceparent(req.traceparent.as_deref()));
+        let write_meta = WriteMeta {
+            traceparent: traceparent.as_deref(),
+            ..req.write_meta()
+        };
+        let written = self
+            .store
+            .write(&subject, event, bytes, expected, &write_meta)
+            .instrument(span.clone())
+            .await;
+        telemetry::cas_outcome(&span, K::INFO.kind, &written);
+        let written = written?;
+        if written.duplicate {
+            // A retry of a request already stored: answer with what the first attempt wrote.
+            if let Some(raw) = self.store.get_at(written.revision).await? {
+                if let Ok(stored) = decode_stored::<K>(&raw) {
+                    return Ok(stored);
+                }
+            }
+        }
+        obj.meta_mut().resource_version = written.revision.to_string();
+        Ok(obj)
+    }
+
+    /// Stores a new, stamped object where none lives (a tombstone may: names are reused after
+    /// deletion). AlreadyExists if a live object holds the name, unless it is this very
+    /// request's earlier attempt, which is then the answer.
+    pub(crate) async fn store_new<K: Resource>(
+        &self,
+        req: &Request<'_>,
+        obj: K,
+    ) -> Result<K, Status> {
+        let (ns, name) = (obj.meta().namespace.clone(), obj.meta().name.clone());
+        let mut expected = 0;
+        for _ in 0..MAX_UNCONDITIONAL_RETRIES {
+            match self.put(req, EventType::Added, obj.clone(), expected).await {
+                Ok(stored) => return Ok(stored),
+                Err(StoreError::Conflict { .. }) => {
+                    let subject = subject_of::<K>(&ns, &name);
+                    let last = self
+                        .store
+                        .get_raw(&subject)
+                        .await
+                        .map_err(|e| store_error(K::INFO.kind, &ns, &name, e))?;
+                    match last {
+                        Some(raw) if raw.is_tombstone() => expected = raw.revision,
+                        _ => {
+                            if let Some(mine) = self.own_earlier_attempt::<K>(req, &ns, &name).await
+                            {
+                                return Ok(mine);
+                            }
+                            return Err(Status::already_exists(K::INFO.kind, &ns, &name));
+                        }
+                    }
+                }
+                Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),
+            }
+        }
+        Err(Status::conflict(
+            K::INFO.kind,
+            &ns,
+            &name,
+            "too many concurrent writers",
+        ))
+    }
+
+    /// Removes exactly the version read at `revision`, bypassing graceful deletion: for
+    /// objects the server keeps for itself, which carry no finalizers and run nothing. A
+    /// version that changed since is left alone (Conflict); one already gone is NotFound.
+    pub(crate) async fn remove_exact<K: Resource>(
+        &self,
+        req: &Request<'_>,
+        mut obj: K,
+        revision: u64,
+    ) -> Result<K, Status> {
+        let (ns, name) = (obj.meta().namespace.clone(), obj.meta().name.clone());
+        let meta = obj.meta_mut();
+        meta.deletion_timestamp = Some(Utc::now());
+        meta.deletion_grace_period_seconds = Some(0);
+        self.put(req, EventType::Deleted, obj, revision)
+            .await
+            .map_err(|e| store_error(K::INFO.kind, &ns, &name, e))
+    }
+}

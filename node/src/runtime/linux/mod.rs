@@ -1,0 +1,211 @@
+//! [`LinuxRuntime`]: real containers via `shoal-shim`, overlayfs, cgroups and
+//! network namespaces. See the module docs of [`crate::runtime`].
+//!
+//! One job per module: [`spec`] resolves what a container runs from its spec and
+//! its image (pure); [`sandboxes`] is the pod sandbox plumbing (namespaces, veth,
+//! pause process); [`lifecycle`] is the [`Runtime`] operations on containers
+//! (start, state, stop, exec, remove) and the deferred deletion of their
+//! directories; [`orphans`] sweeps what no live pod owns. This module holds the
+//! configuration, the runtime's handles and the state-file readers they share.
+
+mod lifecycle;
+mod orphans;
+mod sandboxes;
+mod spec;
+
+use lifecycle::Trash;
+
+use super::shimcall::{self, find_shim};
+use super::{CleanupReport, ExecRequest, ExecResult, Runtime, Stats};
+use crate::cgroups::{self, CgroupConfig, CgroupDriver};
+use crate::container::{
+    ContainerInfo, ContainerRecord, ContainerSpec, ContainerState, ExitFile, ExitReason,
+    MountSource, PidFile,
+};
+use crate::error::{Error, IoCtx, Result};
+use crate::image::ImageStore;
+use crate::logs::{self, LogConfig, LogReader};
+use crate::net::{self, Ipam, NetworkConfig};
+use crate::rootfs::Rootfs;
+use crate::sandbox::{self, PauseProcess, SandboxInfo, SandboxSpec};
+use crate::shim::{BindMount, ExecSpec, Reply, RunSpec, SandboxNsSpec};
+use crate::sys;
+use crate::util::{self, process_alive, read_json_opt, validate_id};
+use nix::mount::{umount2, MntFlags};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::HashSet;
+use std::fs;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+const NS_NAMES: [&str; 4] = ["net", "ipc", "uts", "pid"];
+/// Pause process record of a shared pid namespace, in the sandbox dir.
+const PAUSE_FILE: &str = "pause.json";
+const CGROUP_DELETE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Persistent state: images, sandboxes, containers, IP allocations.
+    pub state_dir: PathBuf,
+    /// Namespace bind mounts; default `<state_dir>/run`.
+    pub run_dir: Option<PathBuf>,
+    /// Parent of all pod cgroups, e.g. `shoal` -> `shoal/<sandbox>/<container>`.
+    pub cgroup_parent: String,
+    /// None = detect v1/v2 from the host.
+    pub cgroup: Option<CgroupConfig>,
+    pub network: NetworkConfig,
+    /// None = [`shimcall::find_shim`] (`$SHOAL_SHIM` or next to the executable).
+    pub shim_path: Option<PathBuf>,
+    /// pids.max for containers that set no limit (fork-bomb protection).
+    pub default_pids_limit: Option<u64>,
+    pub log: LogConfig,
+    /// Allow `MountSource::HostPath` mounts.
+    pub allow_host_path: bool,
+    /// Become a child subreaper so monitors (orphaned by the shim's exit) are
+    /// reparented to, and reaped by, this process while it runs. Without it
+    /// they go to pid 1, which must reap them.
+    pub reap_monitors: bool,
+    /// Enforce the default device allow-list (v1 devices cgroup).
+    pub restrict_devices: bool,
+}
+
+impl RuntimeConfig {
+    pub fn new(state_dir: impl Into<PathBuf>, network: NetworkConfig) -> Self {
+        RuntimeConfig {
+            state_dir: state_dir.into(),
+            run_dir: None,
+            cgroup_parent: "shoal".into(),
+            cgroup: None,
+            network,
+            shim_path: None,
+            default_pids_limit: Some(1024),
+            log: LogConfig::default(),
+            allow_host_path: false,
+            reap_monitors: true,
+            restrict_devices: true,
+        }
+    }
+}
+
+pub struct LinuxRuntime {
+    cfg: RuntimeConfig,
+    shim: PathBuf,
+    run_dir: PathBuf,
+    images: ImageStore,
+    cgroups: Box<dyn CgroupDriver>,
+    ipam: Ipam,
+    bridge_ready: Mutex<bool>,
+    trash: Trash,
+}
+
+fn ensure_dir(p: &Path) -> Result<()> {
+    fs::create_dir_all(p).ctx(p, "mkdir")
+}
+
+impl LinuxRuntime {
+    pub fn new(cfg: RuntimeConfig) -> Result<LinuxRuntime> {
+        cgroups::validate_path(&cfg.cgroup_parent)?;
+        let run_dir = cfg
+            .run_dir
+            .clone()
+            .unwrap_or_else(|| cfg.state_dir.join("run"));
+        for d in ["sandboxes", "containers"] {
+            ensure_dir(&cfg.state_dir.join(d))?;
+        }
+        ensure_dir(&run_dir)?;
+        let shim = match &cfg.shim_path {
+            Some(p) => p.clone(),
+            None => find_shim().ok_or_else(|| {
+                Error::Unsupported(
+                    "shoal-shim binary not found (set SHOAL_SHIM or RuntimeConfig::shim_path)"
+                        .into(),
+                )
+            })?,
+        };
+        let cg = match &cfg.cgroup {
+            Some(c) => c.clone(),
+            None => cgroups::detect()?,
+        };
+        if cfg.reap_monitors {
+            nix::sys::prctl::set_child_subreaper(true).ctx("prctl", "PR_SET_CHILD_SUBREAPER")?;
+        }
+        Ok(LinuxRuntime {
+            images: ImageStore::open(cfg.state_dir.join("images"))?,
+            ipam: Ipam::open(cfg.state_dir.join("ipam"), cfg.network.pod_cidr)?,
+            cgroups: cgroups::driver_from(&cg),
+            shim,
+            run_dir,
+            trash: Trash::new(cfg.state_dir.join("trash"))?,
+            cfg,
+            bridge_ready: Mutex::new(false),
+        })
+    }
+
+    pub fn images(&self) -> &ImageStore {
+        &self.images
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.cfg
+    }
+
+    pub fn cgroup_driver(&self) -> &dyn CgroupDriver {
+        self.cgroups.as_ref()
+    }
+
+    pub fn sandbox_dir(&self, id: &str) -> PathBuf {
+        self.cfg.state_dir.join("sandboxes").join(id)
+    }
+
+    pub fn container_dir(&self, id: &str) -> PathBuf {
+        self.cfg.state_dir.join("containers").join(id)
+    }
+
+    fn ns_dir(&self, sandbox_id: &str) -> PathBuf {
+        self.run_dir.join(sandbox_id)
+    }
+
+    fn pod_cgroup(&self, sandbox_id: &str) -> String {
+        format!("{}/{}", self.cfg.cgroup_parent, sandbox_id)
+    }
+
+    /// Logs of the current and previous instance of a container.
+    pub fn logs(&self, container_id: &str) -> Result<LogReader> {
+        Ok(LogReader::new(self.record(container_id)?.log_dir))
+    }
+
+    /// Logs by pod and container name (works after the container was removed).
+    pub fn logs_by_name(&self, sandbox: &SandboxInfo, container_name: &str) -> LogReader {
+        LogReader::new(sandbox.log_dir(container_name))
+    }
+
+    pub fn sandbox(&self, id: &str) -> Result<SandboxInfo> {
+        validate_id("sandbox", id)?;
+        read_json_opt(&self.sandbox_dir(id).join("sandbox.json"))?.ok_or_else(|| Error::NotFound {
+            kind: "sandbox",
+            id: id.into(),
+        })
+    }
+
+    fn record(&self, id: &str) -> Result<ContainerRecord> {
+        validate_id("container", id)?;
+        read_json_opt(&self.container_dir(id).join("container.json"))?.ok_or_else(|| {
+            Error::NotFound {
+                kind: "container",
+                id: id.into(),
+            }
+        })
+    }
+
+    fn pidfile(&self, id: &str) -> Result<Option<PidFile>> {
+        read_json_opt(&self.container_dir(id).join("pid.json"))
+    }
+
+    fn exitfile(&self, id: &str) -> Result<Option<ExitFile>> {
+        read_json_opt(&self.container_dir(id).join("exit.json"))
+    }
+}
