@@ -19,6 +19,11 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tracing::Instrument;
 
+use crate::backoff::Backoff;
+
+/// Between attempts of one request: short, since an API actor restarting answers again soon.
+const RETRY: Backoff = Backoff::new(Duration::from_millis(20), Duration::from_millis(500));
+
 /// Header carrying the idempotency key of one logical request.
 pub const HEADER_REQUEST_ID: &str = "Shoal-Request-Id";
 /// How long the sender waits for this attempt (milliseconds): an API actor that could only
@@ -179,7 +184,7 @@ impl ApiClient {
             shoal_telemetry::propagation::inject_current(&mut headers);
         }
         let start = Instant::now();
-        let mut backoff = Duration::from_millis(20);
+        let mut delays = RETRY.delays();
         loop {
             let attempt =
                 self.nats
@@ -201,6 +206,7 @@ impl ApiClient {
                 Ok(Err(e)) => e.to_string(),
                 Err(_) => "timed out".to_string(),
             };
+            let backoff = delays.next().unwrap_or(RETRY.max);
             if start.elapsed() + backoff >= self.deadline {
                 return Err(ApiError::Unavailable {
                     subject,
@@ -209,7 +215,6 @@ impl ApiClient {
                 });
             }
             tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_millis(500));
         }
     }
 

@@ -1,5 +1,5 @@
-//! The reconcile runner: `reconcile(Arc<K>, Arc<Ctx>) -> Result<Action, E>` plus an error
-//! policy, driven by an informer and a work queue. Level-triggered: a reconcile reads the
+//! The reconcile runner: `reconcile(Arc<K>, Arc<Ctx>) -> Result<Action, E>`, driven by an
+//! informer and a work queue; a failure is retried with the queue's per-key backoff. Level-triggered: a reconcile reads the
 //! cache as it is now, so a restart, a missed event or a resync all converge the same way.
 
 use std::future::Future;
@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use crate::informer::{Informer, ObjectKey};
 use crate::reconcile_span::{reconcile_span, reconciled};
-use crate::workqueue::{Backoff, WorkQueue};
+use crate::workqueue::WorkQueue;
 
 /// What to do after a successful reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +29,6 @@ pub struct ControllerConfig {
     pub name: &'static str,
     pub concurrency: usize,
     pub resync: Duration,
-    pub backoff: Backoff,
 }
 
 impl ControllerConfig {
@@ -38,7 +37,6 @@ impl ControllerConfig {
             name,
             concurrency: 4,
             resync: Duration::from_secs(300),
-            backoff: Backoff::default(),
         }
     }
 }
@@ -89,13 +87,12 @@ where
 }
 
 /// Runs a controller until `shutdown` resolves. Waits for the informer's initial sync first.
-pub async fn run<K, Ctx, E, R, RFut, P>(
+pub async fn run<K, Ctx, E, R, RFut>(
     config: ControllerConfig,
     informer: Informer<K>,
     queue: Arc<WorkQueue<ObjectKey>>,
     ctx: Arc<Ctx>,
     reconcile: R,
-    error_policy: P,
     shutdown: impl Future<Output = ()>,
 ) where
     K: Resource,
@@ -103,7 +100,6 @@ pub async fn run<K, Ctx, E, R, RFut, P>(
     E: std::fmt::Display + Send + 'static,
     R: Fn(Arc<K>, Arc<Ctx>) -> RFut + Send + Sync + 'static,
     RFut: Future<Output = Result<Action, E>> + Send + 'static,
-    P: Fn(&K, &E, u32) -> Option<Duration> + Send + Sync + 'static,
 {
     if let Err(e) = informer.wait_synced().await {
         tracing::error!(controller = config.name, error = %e, "cannot sync; not acting");
@@ -127,11 +123,10 @@ pub async fn run<K, Ctx, E, R, RFut, P>(
         })
     };
     let reconcile = Arc::new(reconcile);
-    let error_policy = Arc::new(error_policy);
     let mut workers = Vec::new();
     for _ in 0..config.concurrency.max(1) {
         let (queue, informer, ctx) = (queue.clone(), informer.clone(), ctx.clone());
-        let (reconcile, error_policy) = (reconcile.clone(), error_policy.clone());
+        let reconcile = reconcile.clone();
         let name = config.name;
         workers.push(tokio::spawn(async move {
             while let Some(key) = queue.next().await {
@@ -161,13 +156,7 @@ pub async fn run<K, Ctx, E, R, RFut, P>(
                             tracing::warn!(controller = name, object = %key, failures, error = %e,
                                 "reconcile failed");
                         }
-                        match error_policy(&obj, &e, failures) {
-                            Some(delay) => {
-                                queue.done(key.clone(), Ok(None));
-                                queue.add_after(key, delay);
-                            }
-                            None => queue.done(key, Err(())),
-                        }
+                        queue.done(key, Err(()));
                     }
                 }
             }

@@ -9,11 +9,13 @@ use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use bus_schemas::selector::Selector;
 use bus_schemas::{codec, subjects, Resource};
 use tokio::sync::{broadcast, mpsc, watch};
 
+use crate::backoff::Backoff;
 use crate::store::{EventType, RawEvent, Store, StoreError};
 use crate::watch::RawWatch;
 
@@ -130,6 +132,9 @@ type KeyedSubscribers<K> = HashMap<(&'static str, String), Vec<KeyedSender<K>>>;
 
 /// How many changes a keyed subscriber may fall behind before it must resync from the cache.
 const KEYED_CAPACITY: usize = 1024;
+
+/// Between attempts of the initial list.
+const RELIST: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
 
 struct KeyedSender<K> {
     tx: mpsc::Sender<Change<K>>,
@@ -388,7 +393,7 @@ impl<K> Drop for Informer<K> {
 }
 
 async fn run<K: Resource>(store: Store, filter: String, shared: Arc<Shared<K>>) {
-    let mut backoff = std::time::Duration::from_millis(100);
+    let mut delays = RELIST.delays();
     let (items, revision) = loop {
         match store.list_raw(&filter).await {
             Ok(listed) => break listed,
@@ -396,8 +401,7 @@ async fn run<K: Resource>(store: Store, filter: String, shared: Arc<Shared<K>>) 
                 tracing::warn!(kind = K::INFO.kind, error = %e, "informer list failed; retrying");
                 *shared.failed.write().expect("informer lock") = Some(e.to_string());
                 shared.synced_tx.send_modify(|_| {});
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+                tokio::time::sleep(delays.next().unwrap_or(RELIST.max)).await;
             }
         }
     };

@@ -1,6 +1,8 @@
 //! The shared bus client every Shoal actor stands on.
 //!
 //! # Layout
+//! - [`backoff`]: the one exponential back-off (on `backon`) every retry and per-key delay
+//!   uses.
 //! - [`natsd`]: runs a nats-server child process (the one-machine cluster and every test);
 //!   throwaway servers on free ports (`Natsd::start_in`, `free_port`) only with the
 //!   `test-support` feature.
@@ -20,6 +22,7 @@
 // make every caller's match noisier.
 #![allow(clippy::result_large_err)]
 
+pub mod backoff;
 pub mod client;
 pub mod controller;
 pub mod informer;

@@ -12,7 +12,11 @@ use async_nats::HeaderMap;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
+use crate::backoff::Backoff;
 use crate::store::{raw_from_stored, RawEvent, Store};
+
+/// Between attempts to resume an interrupted watch.
+const RESUME: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
 
 /// A live stream of raw events for subjects matching a filter.
 pub struct RawWatch {
@@ -55,14 +59,13 @@ impl RawWatch {
 }
 
 async fn pump(store: Store, filter: String, mut next: u64, tx: mpsc::Sender<RawEvent>) {
-    let mut backoff = Duration::from_millis(50);
+    let mut delays = RESUME.delays();
     loop {
         match stream_from(&store, &filter, &mut next, &tx).await {
             Ok(()) => return, // the receiver is gone
             Err(e) => {
                 tracing::warn!(filter = %filter, next, error = %e, "watch interrupted; resuming");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
+                tokio::time::sleep(delays.next().unwrap_or(RESUME.max)).await;
             }
         }
     }

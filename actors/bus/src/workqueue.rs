@@ -9,27 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-#[derive(Debug, Clone, Copy)]
-pub struct Backoff {
-    pub base: Duration,
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            base: Duration::from_millis(50),
-            max: Duration::from_secs(60),
-        }
-    }
-}
-
-impl Backoff {
-    pub fn delay(&self, failures: u32) -> Duration {
-        let factor = 1u32.checked_shl(failures.min(20)).unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.max)
-    }
-}
+use crate::backoff::Backoff;
 
 struct State<T> {
     queue: VecDeque<T>,

@@ -24,6 +24,11 @@ use shoal_bus::informer::INDEX_OWNER;
 use crate::context::Ctx;
 use crate::error::ReconcileError;
 use crate::podutil::{self, is_active, is_available, is_owned_by};
+use crate::{owner_key, spawn};
+use shoal_bus::controller;
+use shoal_bus::shutdown::Shutdown;
+use shoal_bus::workqueue::WorkQueue;
+use tokio::task::JoinHandle;
 
 pub const NAME: &str = "daemonset";
 pub const HASH_LABEL: &str = "controller-revision-hash";
@@ -266,6 +271,17 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Ctx>) -> Result<Action, Reco
             .map_err(|e| ReconcileError::api("update-status", "DaemonSet", key, e))?;
     }
     Ok(Action::AwaitChange)
+}
+
+/// Triggers: the DaemonSet's pods, and every node change (eligibility may change).
+pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
+    let queue = WorkQueue::new(Default::default());
+    controller::feed_mapped(&ctx.pods, queue.clone(), |_, pod: &Pod| {
+        owner_key::<DaemonSet>(&pod.metadata)
+    });
+    let dss = ctx.daemonsets.clone();
+    controller::feed_mapped(&ctx.nodes, queue.clone(), move |_, _node: &Node| dss.keys());
+    spawn(NAME, ctx.daemonsets.clone(), queue, ctx, reconcile, sd)
 }
 
 #[cfg(test)]

@@ -34,6 +34,9 @@ use shoal_bus::ObjectKey;
 
 use crate::context::Ctx;
 use crate::error::ReconcileError;
+use crate::spawn;
+use shoal_bus::shutdown::Shutdown;
+use tokio::task::JoinHandle;
 
 pub const NAME: &str = "endpoints";
 pub const CLEANUP_NAME: &str = "endpoints-cleanup";
@@ -282,6 +285,23 @@ pub async fn cleanup(ep: Arc<Endpoints>, ctx: Arc<Ctx>) -> Result<Action, Reconc
         Err(e) if e.is_not_found() => Ok(Action::AwaitChange),
         Err(e) => Err(ReconcileError::api("delete", Endpoints::INFO.kind, key, e)),
     }
+}
+
+/// Triggers: the Services selecting a pod (old or new labels), and those selecting a node's
+/// pods when the node's readiness flips.
+pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
+    let queue = WorkQueue::new(Default::default());
+    feed(ctx, queue.clone());
+    spawn(NAME, ctx.services.clone(), queue, ctx, reconcile, sd)
+}
+
+/// Triggers: the Endpoints whose Service changed (or is gone).
+pub fn start_cleanup(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
+    let queue = WorkQueue::new(Default::default());
+    controller::feed_mapped(&ctx.services, queue.clone(), |key, _svc: &Service| {
+        vec![key.clone()]
+    });
+    spawn(CLEANUP_NAME, ctx.endpoints.clone(), queue, ctx, cleanup, sd)
 }
 
 #[cfg(test)]

@@ -13,12 +13,6 @@ pub enum ReconcileError {
         object: String,
         source: ApiError,
     },
-    #[error("{kind} {object}: {detail}")]
-    Invalid {
-        kind: &'static str,
-        object: String,
-        detail: String,
-    },
 }
 
 impl ReconcileError {
@@ -46,6 +40,4 @@ impl ReconcileError {
 pub enum ControllersError {
     #[error("opening the state log: {0}")]
     Store(#[from] StoreError),
-    #[error("controller task {name} failed: {detail}")]
-    Task { name: String, detail: String },
 }

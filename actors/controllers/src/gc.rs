@@ -360,7 +360,6 @@ pub async fn run(ctx: Arc<Ctx>, shutdown: Shutdown) {
                 queue,
                 ctx.clone(),
                 reconcile::<K>,
-                crate::error_policy::<K>,
                 sd.wait(),
             )));
         }, _ => {})

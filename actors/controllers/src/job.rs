@@ -22,6 +22,11 @@ use crate::context::Ctx;
 use crate::error::ReconcileError;
 use crate::events::{NORMAL, WARNING};
 use crate::podutil::{self, is_active, is_owned_by};
+use crate::{owner_key, spawn};
+use shoal_bus::controller;
+use shoal_bus::shutdown::Shutdown;
+use shoal_bus::workqueue::WorkQueue;
+use tokio::task::JoinHandle;
 
 pub const NAME: &str = "job";
 pub const INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
@@ -105,8 +110,8 @@ pub fn backoff(failures: i32, base: Duration, max: Duration) -> Duration {
     if failures <= 0 {
         return Duration::ZERO;
     }
-    let shift = u32::try_from(failures - 1).unwrap_or(0).min(20);
-    base.saturating_mul(1 << shift).min(max)
+    let earlier = u32::try_from(failures - 1).unwrap_or(0);
+    shoal_bus::backoff::Backoff::new(base, max).delay(earlier)
 }
 
 fn count(n: usize) -> i32 {
@@ -382,6 +387,15 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Reconcile
         Some(after) => Action::RequeueAfter(after),
         None => Action::AwaitChange,
     })
+}
+
+/// Triggers: the Job's pods.
+pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
+    let queue = WorkQueue::new(Default::default());
+    controller::feed_mapped(&ctx.pods, queue.clone(), |_, pod: &Pod| {
+        owner_key::<Job>(&pod.metadata)
+    });
+    spawn(NAME, ctx.jobs.clone(), queue, ctx, reconcile, sd)
 }
 
 #[cfg(test)]

@@ -3,11 +3,16 @@
 //!
 //! # Layout
 //! - [`run`]: starts every controller (optionally behind leader election) until shutdown.
+//!   Each controller module declares its own triggers in a `start` function (its work
+//!   queue, the changes mapped to its keys, its runner); `start_all` only lists them.
 //! - One module per controller, each split into a pure `decide` (desired + observed → the
 //!   writes to make, unit-tested without NATS) and an async `reconcile` that gathers inputs
 //!   from the informer caches and performs the writes through the API:
 //!   [`replicaset`], [`deployment`], [`daemonset`], [`job`], [`endpoints`], [`gc`], [`namespace`],
-//!   [`nodelifecycle`].
+//!   [`nodelifecycle`]. The Deployment controller is a directory with one file per part
+//!   (hashing and naming, strategies, progress, history, rollback), as Kubernetes splits it.
+//! - A failed reconcile is retried by the work queue with per-key back-off
+//!   ([`shoal_bus::backoff`]); there is no per-controller error policy.
 //! - Shared pieces: [`context`] (API client, caches, tunables), [`podutil`] (templates,
 //!   owner references, readiness), [`expectations`] (read-your-writes before deciding
 //!   again), [`events`] (the Event recorder), [`error`].
@@ -36,8 +41,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bus_schemas::kinds::{DaemonSet, Deployment, Job, Lease, Node, Pod, ReplicaSet, Service};
-use bus_schemas::selector::Selector;
 use bus_schemas::Resource;
 use shoal_bus::controller::{self, Action, ControllerConfig};
 use shoal_bus::leader::{LeaderElectionConfig, LeaderElector, Leadership};
@@ -155,11 +158,6 @@ async fn lost(leadership: &mut Option<Leadership>) {
     }
 }
 
-/// Work-queue failures back off per key (see the queue); no special cases.
-pub fn error_policy<K>(_obj: &K, _error: &ReconcileError, _failures: u32) -> Option<Duration> {
-    None
-}
-
 fn controller_config(name: &'static str, ctx: &Ctx) -> ControllerConfig {
     let mut config = ControllerConfig::new(name);
     config.concurrency = ctx.tunables.concurrency;
@@ -167,7 +165,8 @@ fn controller_config(name: &'static str, ctx: &Ctx) -> ControllerConfig {
     config
 }
 
-fn spawn<K, R, RFut>(
+/// Runs `reconcile` over `informer`'s objects, fed by `queue`, until `sd`.
+pub(crate) fn spawn<K, R, RFut>(
     name: &'static str,
     informer: Informer<K>,
     queue: Arc<WorkQueue<ObjectKey>>,
@@ -187,142 +186,28 @@ where
         queue,
         ctx.clone(),
         reconcile,
-        error_policy::<K>,
         sd.clone().wait(),
     ))
 }
 
 /// The key of the object's controller when it is of kind `K`.
-fn owner_key<K: Resource>(meta: &bus_schemas::ObjectMeta) -> Vec<ObjectKey> {
+pub(crate) fn owner_key<K: Resource>(meta: &bus_schemas::ObjectMeta) -> Vec<ObjectKey> {
     meta.controller_ref()
         .filter(|r| r.kind == K::INFO.kind)
         .map(|r| vec![ObjectKey::new(meta.namespace.clone(), r.name.clone())])
         .unwrap_or_default()
 }
 
+/// Starts every controller; each declares its own triggers (what it owns and watches).
 fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
-    let mut tasks = Vec::new();
-    let backoff = shoal_bus::workqueue::Backoff::default();
-
-    // ReplicaSet: its pods, and orphans its selector matches.
-    let queue = WorkQueue::new(backoff);
-    let rss = ctx.replicasets.clone();
-    controller::feed_mapped(&ctx.pods, queue.clone(), move |_, pod: &Pod| {
-        if pod.metadata.controller_ref().is_some() {
-            return owner_key::<ReplicaSet>(&pod.metadata);
-        }
-        rss.list(Some(&pod.metadata.namespace), &Selector::everything())
-            .into_iter()
-            .filter(|rs| podutil::selects(rs.spec.selector.as_ref(), &pod.metadata.labels))
-            .map(|rs| ObjectKey::of(rs.as_ref()))
-            .collect()
-    });
-    tasks.push(spawn(
-        replicaset::NAME,
-        ctx.replicasets.clone(),
-        queue,
-        &ctx,
-        replicaset::reconcile,
-        &sd,
-    ));
-
-    // Deployment: its ReplicaSets, and their pods (Recreate waits for old pods to go).
-    let queue = WorkQueue::new(backoff);
-    controller::feed_mapped(&ctx.replicasets, queue.clone(), |_, rs: &ReplicaSet| {
-        owner_key::<Deployment>(&rs.metadata)
-    });
-    let rss = ctx.replicasets.clone();
-    controller::feed_mapped(&ctx.pods, queue.clone(), move |_, pod: &Pod| {
-        owner_key::<ReplicaSet>(&pod.metadata)
-            .into_iter()
-            .filter_map(|k| rss.get(&k.namespace, &k.name))
-            .flat_map(|rs| owner_key::<Deployment>(&rs.metadata))
-            .collect()
-    });
-    tasks.push(spawn(
-        deployment::NAME,
-        ctx.deployments.clone(),
-        queue,
-        &ctx,
-        deployment::reconcile,
-        &sd,
-    ));
-
-    // DaemonSet: its pods, and every node change (eligibility may change).
-    let queue = WorkQueue::new(backoff);
-    controller::feed_mapped(&ctx.pods, queue.clone(), |_, pod: &Pod| {
-        owner_key::<DaemonSet>(&pod.metadata)
-    });
-    let dss = ctx.daemonsets.clone();
-    controller::feed_mapped(&ctx.nodes, queue.clone(), move |_, _node: &Node| dss.keys());
-    tasks.push(spawn(
-        daemonset::NAME,
-        ctx.daemonsets.clone(),
-        queue,
-        &ctx,
-        daemonset::reconcile,
-        &sd,
-    ));
-
-    // Job: its pods.
-    let queue = WorkQueue::new(backoff);
-    controller::feed_mapped(&ctx.pods, queue.clone(), |_, pod: &Pod| {
-        owner_key::<Job>(&pod.metadata)
-    });
-    tasks.push(spawn(
-        job::NAME,
-        ctx.jobs.clone(),
-        queue,
-        &ctx,
-        job::reconcile,
-        &sd,
-    ));
-
-    // Node lifecycle: heartbeats.
-    let queue = WorkQueue::new(backoff);
-    controller::feed_mapped(&ctx.leases, queue.clone(), |key, _lease: &Lease| {
-        if key.namespace == nodelifecycle::NODE_LEASE_NAMESPACE {
-            vec![ObjectKey::new("", key.name.clone())]
-        } else {
-            Vec::new()
-        }
-    });
-    tasks.push(spawn(
-        nodelifecycle::NAME,
-        ctx.nodes.clone(),
-        queue,
-        &ctx,
-        nodelifecycle::reconcile,
-        &sd,
-    ));
-
-    // Endpoints: the Services selecting a pod (old or new labels), and those selecting a
-    // node's pods when the node's readiness flips.
-    let queue = WorkQueue::new(backoff);
-    endpoints::feed(&ctx, queue.clone());
-    tasks.push(spawn(
-        endpoints::NAME,
-        ctx.services.clone(),
-        queue,
-        &ctx,
-        endpoints::reconcile,
-        &sd,
-    ));
-    // ... and the Endpoints whose Service is gone.
-    let queue = WorkQueue::new(backoff);
-    controller::feed_mapped(&ctx.services, queue.clone(), |key, _svc: &Service| {
-        vec![key.clone()]
-    });
-    tasks.push(spawn(
-        endpoints::CLEANUP_NAME,
-        ctx.endpoints.clone(),
-        queue,
-        &ctx,
-        endpoints::cleanup,
-        &sd,
-    ));
-
-    // Garbage collection (every kind) and namespaces.
-    tasks.push(tokio::spawn(gc::run(ctx.clone(), sd.clone())));
-    tasks
+    vec![
+        replicaset::start(&ctx, &sd),
+        deployment::start(&ctx, &sd),
+        daemonset::start(&ctx, &sd),
+        job::start(&ctx, &sd),
+        nodelifecycle::start(&ctx, &sd),
+        endpoints::start(&ctx, &sd),
+        endpoints::start_cleanup(&ctx, &sd),
+        tokio::spawn(gc::run(ctx.clone(), sd.clone())),
+    ]
 }

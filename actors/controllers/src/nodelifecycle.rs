@@ -21,11 +21,18 @@ use bus_schemas::meta::{find_condition, Condition, Time};
 use shoal_bus::controller::Action;
 use shoal_bus::informer::INDEX_NODE;
 
+use shoal_bus::controller;
+use shoal_bus::shutdown::Shutdown;
+use shoal_bus::workqueue::WorkQueue;
+use shoal_bus::ObjectKey;
+use tokio::task::JoinHandle;
+
 use crate::context::{Ctx, Tunables};
 use crate::error::ReconcileError;
 use crate::events::{NORMAL, WARNING};
 use crate::gc::delete_any;
 use crate::podutil;
+use crate::spawn;
 use futures::StreamExt;
 
 pub const NAME: &str = "node-lifecycle";
@@ -311,6 +318,19 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
         Some(at) => Action::RequeueAfter(podutil::until(at, now) + Duration::from_millis(50)),
         None => Action::RequeueAfter(Duration::from_secs(5)),
     })
+}
+
+/// Triggers: the node's heartbeat Lease.
+pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
+    let queue = WorkQueue::new(Default::default());
+    controller::feed_mapped(&ctx.leases, queue.clone(), |key, _lease: &Lease| {
+        if key.namespace == NODE_LEASE_NAMESPACE {
+            vec![ObjectKey::new("", key.name.clone())]
+        } else {
+            Vec::new()
+        }
+    });
+    spawn(NAME, ctx.nodes.clone(), queue, ctx, reconcile, sd)
 }
 
 #[cfg(test)]

@@ -20,6 +20,12 @@ use crate::context::Ctx;
 use crate::error::ReconcileError;
 use crate::events::NORMAL;
 use crate::podutil::{self, available_at, is_active, is_available, selects};
+use crate::{owner_key, spawn};
+use shoal_bus::controller;
+use shoal_bus::shutdown::Shutdown;
+use shoal_bus::workqueue::WorkQueue;
+use shoal_bus::ObjectKey;
+use tokio::task::JoinHandle;
 
 pub const NAME: &str = "replicaset";
 /// At most this many pods are created or deleted by one reconcile (Kubernetes' burst).
@@ -275,6 +281,23 @@ pub(crate) async fn delete_pod<K: Resource>(
             e,
         )),
     }
+}
+
+/// Triggers: the ReplicaSet's pods, and orphans its selector matches (to adopt them).
+pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
+    let queue = WorkQueue::new(Default::default());
+    let rss = ctx.replicasets.clone();
+    controller::feed_mapped(&ctx.pods, queue.clone(), move |_, pod: &Pod| {
+        if pod.metadata.controller_ref().is_some() {
+            return owner_key::<ReplicaSet>(&pod.metadata);
+        }
+        rss.list(Some(&pod.metadata.namespace), &Selector::everything())
+            .into_iter()
+            .filter(|rs| podutil::selects(rs.spec.selector.as_ref(), &pod.metadata.labels))
+            .map(|rs| ObjectKey::of(rs.as_ref()))
+            .collect()
+    });
+    spawn(NAME, ctx.replicasets.clone(), queue, ctx, reconcile, sd)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use bus_schemas::api::ListOptions;
+use bus_schemas::kinds::Pod;
 use serde_json::Value;
 
 use crate::cli::DescribeArgs;
@@ -98,7 +99,9 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
         }
     }
     if info.kind == "Pod" {
-        field("Status", table::pod_status(&obj));
+        let status = serde_json::from_value::<Pod>(obj.clone())
+            .map_or_else(|_| "<invalid>".to_string(), |pod| table::pod_status(&pod));
+        field("Status", status);
         field(
             "Node",
             if s("/spec/nodeName").is_empty() {

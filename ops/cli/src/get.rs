@@ -69,10 +69,7 @@ pub async fn run(session: &Session, args: GetArgs) -> Result<i32> {
                 args.show_labels,
             );
             if multiple_kinds {
-                for row in &mut t.rows {
-                    let col = usize::from(namespaced_column);
-                    row[col] = format!("{}/{}", info.singular(), row[col]);
-                }
+                t.qualify_names(&info.singular(), namespaced_column);
             }
             t.print(true);
         } else {

@@ -4,7 +4,9 @@
 //! - `cli`: the command line (clap).
 //! - `up`: `shoal up`, the one-machine cluster (nats-server child + every actor).
 //! - `apply`, `get`, `describe`, `delete`, `label`: kubectl-like object commands.
-//! - `table`: per-kind table columns; `output`: yaml/json/name printers.
+//! - `table`: kubectl's table columns, one typed row function per kind (`table::Row`: headers
+//!   with `-o wide` ones marked, and cells), written to be reused by other printers (the
+//!   gateway's Kubernetes Tables, new kinds' rows); `output`: yaml/json/name printers.
 //! - `kinds`: resolving kind names people type (`po`, `deploy,svc`).
 //! - `remote`: untyped requests to the API (objects as JSON values).
 //! - `rollout`, `scale`, `nodes`: workload commands (rollout, scale, cordon/uncordon/drain).

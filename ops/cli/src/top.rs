@@ -121,7 +121,7 @@ pub async fn run(session: &Session, args: TopArgs) -> Result<i32> {
                     ]));
                 }
             }
-            Table { headers, rows }.print(true);
+            Table::new(headers, rows).print(true);
         }
         "nodes" | "node" | "no" => {
             let samples = latest(session, "shoal.v1.metrics.*._._".into()).await?;
@@ -156,7 +156,7 @@ pub async fn run(session: &Session, args: TopArgs) -> Result<i32> {
             let headers = ["NAME", "CPU(cores)", "CPU%", "MEMORY(bytes)", "MEMORY%"]
                 .map(String::from)
                 .to_vec();
-            Table { headers, rows }.print(true);
+            Table::new(headers, rows).print(true);
         }
         other => anyhow::bail!("top takes pods or nodes, not {other:?}"),
     }

@@ -321,9 +321,14 @@ mod harness {
             };
             let subject = subjects::agent_request(&p.spec.node_name, "exec");
             let body = codec::to_msgpack(&request).unwrap();
+            // The client's default request timeout (10 s) would cut a long command short
+            // before the agent's own deadline: this request waits as long as the command may run.
+            let request = async_nats::Request::new()
+                .payload(body.into())
+                .timeout(Some(timeout + Duration::from_secs(10)));
             let reply = tokio::time::timeout(
-                timeout + Duration::from_secs(10),
-                self.cluster.nats.request(subject, body.into()),
+                timeout + Duration::from_secs(15),
+                self.cluster.nats.send_request(subject, request),
             )
             .await
             .expect("the agent answers exec in time")
