@@ -20,6 +20,9 @@ pub const LOGS_ALL: &str = "shoal.v1.logs.>";
 /// The stream of usage samples (latest per pod kept) and its subjects.
 pub const METRICS_STREAM: &str = "SHOAL_METRICS";
 pub const METRICS_ALL: &str = "shoal.v1.metrics.>";
+/// The stream of finished trace spans (OTLP protobuf, bounded) and its subjects.
+pub const TRACES_STREAM: &str = "SHOAL_TRACES";
+pub const TRACES_ALL: &str = "shoal.v1.traces.>";
 /// Header on log messages: the container instance that wrote the line.
 pub const HEADER_CONTAINER_ID: &str = "Shoal-Container-Id";
 /// Header on log messages: stdout or stderr.
@@ -269,6 +272,11 @@ pub enum NodeSubjectError {
     Token(#[from] TokenError),
     #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status or heartbeat")]
     UnknownReport(String),
+}
+
+/// `shoal.v1.traces.<actor>`: spans the actor finished, as an OTLP ExportTraceServiceRequest.
+pub fn traces(actor: &str) -> String {
+    format!("shoal.v1.traces.{}", encode_token(actor))
 }
 
 /// `shoal.v1.logs.<ns>.<pod>.<container>`.

@@ -7,7 +7,7 @@ set -euo pipefail
 say() { printf '==> %s\n' "$*" >&2; }
 
 need_pkgs=()
-for pair in busybox:busybox-static runc:runc ip:iproute2 nft:nftables unbound:unbound; do
+for pair in busybox:busybox-static runc:runc ip:iproute2 nft:nftables unbound:unbound promtool:prometheus; do
   bin=${pair%%:*}; pkg=${pair#*:}
   command -v "$bin" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
@@ -18,6 +18,8 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
   # unbound is only a benchmark baseline: keep its service from holding port 53.
   systemctl disable --now unbound >/dev/null 2>&1 || true
+  # prometheus is for the metrics test and for people who run ops/prometheus: not a service.
+  systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 fi
 
 nats_ok() {

@@ -19,9 +19,11 @@ use async_nats::Message;
 use bus_schemas::subjects::{self, NodeReport, NodeSubjectError};
 use shoal_bus::client::HEADER_TIMEOUT_MS;
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 use crate::request::Request;
 use crate::state::ApiServer;
+use crate::telemetry;
 
 /// Requests of one lane in flight at once.
 pub const LANE_IN_FLIGHT: usize = 256;
@@ -146,11 +148,24 @@ impl StreamHandler<Message> for ApiActor {
                 lane.counters
                     .dropped_late
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                telemetry::lane_dropped(LANE_NAMES[lane_of(msg.subject.as_str())]);
                 tracing::debug!(subject = %msg.subject, "request dropped: its sender stopped waiting");
                 return;
             }
-            let request = Request::new(msg.subject.as_str(), msg.headers.as_ref(), &msg.payload);
-            let reply = server.handle(request).await;
+            let span = telemetry::request_span(msg.subject.as_str(), msg.headers.as_ref());
+            let reply = async {
+                let request =
+                    Request::new(msg.subject.as_str(), msg.headers.as_ref(), &msg.payload);
+                server.handle(request).await
+            }
+            .instrument(span.clone())
+            .await;
+            telemetry::served(
+                &span,
+                msg.subject.as_str(),
+                &reply.headers,
+                received.elapsed(),
+            );
             lane.counters
                 .served
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -9,6 +9,7 @@ use bus_schemas::{Reason, Resource, Status};
 
 use crate::state::ApiServer;
 
+#[tracing::instrument(name = "api.admission", level = "info", skip_all, fields(kind = K::INFO.kind))]
 pub(crate) async fn admit<K: Resource>(
     server: &ApiServer,
     obj: &mut K,

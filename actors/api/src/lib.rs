@@ -22,6 +22,8 @@
 //!   the primitives that write the log.
 //! - [`field_manager`]: pure: managed-field sets, merge keys of the core kinds' lists, the
 //!   apply merge, conflicts.
+//! - [`telemetry`]: the request span (continuing the sender's trace), request metrics, and
+//!   what each compare-and-swap write met.
 //! - [`merge_patch`], [`reply`], [`request`]: small helpers.
 //! - [`local`]: a whole control plane on a temporary nats-server, for other crates' tests
 //!   (feature `test-support`).
@@ -51,6 +53,7 @@ pub mod scale;
 pub mod server;
 pub mod service_ips;
 pub mod state;
+pub mod telemetry;
 pub mod termination;
 pub mod write;
 

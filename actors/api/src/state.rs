@@ -9,10 +9,12 @@ use bus_schemas::status::Cause;
 use bus_schemas::subjects;
 use bus_schemas::{Reason, Resource, Status};
 use chrono::Utc;
-use shoal_bus::store::{EventType, RawEvent, StoreError};
+use shoal_bus::store::{EventType, RawEvent, StoreError, WriteMeta};
 use shoal_bus::{InformerFactory, Store};
 
 use crate::request::Request;
+use crate::telemetry;
+use tracing::Instrument;
 
 /// How many times a write without a resourceVersion is retried against newer versions.
 pub(crate) const MAX_UNCONDITIONAL_RETRIES: usize = 16;
@@ -23,6 +25,7 @@ pub struct ApiServer {
     pub(crate) max_payload: usize,
 }
 
+#[tracing::instrument(name = "api.decode", level = "info", skip_all, fields(kind = K::INFO.kind, bytes = payload.len()))]
 pub(crate) fn decode_object<K: Resource>(payload: &[u8]) -> Result<K, Status> {
     if payload.len() > MAX_OBJECT_BYTES {
         return Err(too_large(payload.len()));
@@ -235,10 +238,20 @@ impl ApiServer {
         }
         let meta = obj.meta();
         let subject = subject_of::<K>(&meta.namespace, &meta.name);
+        let span = telemetry::cas_span(K::INFO.kind, &meta.namespace, &meta.name, expected);
+        let traceparent =
+            span.in_scope(|| telemetry::event_traceparent(req.traceparent.as_deref()));
+        let write_meta = WriteMeta {
+            traceparent: traceparent.as_deref(),
+            ..req.write_meta()
+        };
         let written = self
             .store
-            .write(&subject, event, bytes, expected, &req.write_meta())
-            .await?;
+            .write(&subject, event, bytes, expected, &write_meta)
+            .instrument(span.clone())
+            .await;
+        telemetry::cas_outcome(&span, K::INFO.kind, &written);
+        let written = written?;
         if written.duplicate {
             // A retry of a request already stored: answer with what the first attempt wrote.
             if let Some(raw) = self.store.get_at(written.revision).await? {

@@ -18,6 +18,7 @@ use bus_schemas::{Reason, Resource, Status};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tracing::Instrument;
 
 use crate::backoff::Backoff;
 
@@ -145,7 +146,7 @@ impl ApiClient {
         self
     }
 
-    /// Propagates a W3C trace context to the API and on into the object event.
+    /// Sends this W3C trace context instead of the current span's (which is sent otherwise).
     pub fn with_traceparent(mut self, traceparent: Option<String>) -> ApiClient {
         self.traceparent = traceparent;
         self
@@ -189,6 +190,32 @@ impl ApiClient {
             headers.insert(HEADER_TRACEPARENT, tp.as_str());
         }
         let body = Bytes::from(body);
+        // A call made inside a trace is a span of it; one made outside any (heartbeats, the
+        // first request of a command) is not traced from here, the API starts its own.
+        let span = if tracing::Span::current().is_none() {
+            tracing::Span::none()
+        } else {
+            tracing::info_span!(
+                "api.call",
+                otel.kind = "client",
+                kind = kind_token,
+                verb = verb.as_str()
+            )
+        };
+        self.send_with_retries(subject, headers, body)
+            .instrument(span)
+            .await
+    }
+
+    async fn send_with_retries(
+        &self,
+        subject: String,
+        mut headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<RawReply, ApiError> {
+        if self.traceparent.is_none() {
+            shoal_telemetry::propagation::inject_current(&mut headers);
+        }
         let start = Instant::now();
         let mut delays = RETRY.delays();
         loop {

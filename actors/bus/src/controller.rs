@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use bus_schemas::Resource;
 use tokio::sync::broadcast::error::RecvError;
+use tracing::Instrument;
 
 use crate::informer::{Informer, ObjectKey};
+use crate::reconcile_span::{reconcile_span, reconciled};
 use crate::workqueue::WorkQueue;
 
 /// What to do after a successful reconcile.
@@ -132,7 +134,14 @@ pub async fn run<K, Ctx, E, R, RFut>(
                     queue.done(key, Ok(None));
                     continue;
                 };
-                match reconcile(obj, ctx.clone()).await {
+                let traceparent = informer.traceparent(&key.namespace, &key.name);
+                let span = reconcile_span(name, &key, &*obj, traceparent.as_deref());
+                let started = std::time::Instant::now();
+                let result = reconcile(obj.clone(), ctx.clone())
+                    .instrument(span.clone())
+                    .await;
+                reconciled(&span, name, &result, started.elapsed(), queue.len());
+                match result {
                     Ok(Action::AwaitChange) => queue.done(key, Ok(None)),
                     Ok(Action::RequeueAfter(d)) => queue.done(key, Ok(Some(d))),
                     Err(e) => {

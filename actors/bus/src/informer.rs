@@ -57,6 +57,9 @@ pub struct Change<K> {
     /// For DELETED, the object's final version.
     pub new: Arc<K>,
     pub revision: u64,
+    /// The trace of the work that wrote this version: work done because of the change
+    /// continues it.
+    pub traceparent: Option<Arc<str>>,
 }
 
 /// Computes the values an object is indexed under (e.g. its node name, its owner uid).
@@ -69,6 +72,9 @@ struct Index<K> {
 
 struct Cache<K> {
     objects: HashMap<ObjectKey, Arc<K>>,
+    /// Beside the objects rather than in them: the trace that wrote each cached version,
+    /// which is no part of the object (no annotation a user would see or could forge).
+    traces: HashMap<ObjectKey, Arc<str>>,
     indexes: HashMap<&'static str, Index<K>>,
 }
 
@@ -226,6 +232,7 @@ impl<K: Resource> InformerBuilder<K> {
         let shared = Arc::new(Shared {
             cache: RwLock::new(Cache {
                 objects: HashMap::new(),
+                traces: HashMap::new(),
                 indexes,
             }),
             revision: AtomicU64::new(0),
@@ -292,6 +299,12 @@ impl<K: Resource> Informer<K> {
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
         let cache = self.shared.cache.read().expect("informer lock");
         cache.objects.get(&ObjectKey::new(namespace, name)).cloned()
+    }
+
+    /// The trace context of the work that wrote the cached version of an object, if any.
+    pub fn traceparent(&self, namespace: &str, name: &str) -> Option<Arc<str>> {
+        let cache = self.shared.cache.read().expect("informer lock");
+        cache.traces.get(&ObjectKey::new(namespace, name)).cloned()
     }
 
     /// Objects in `namespace` (None: all) whose labels match.
@@ -398,6 +411,9 @@ async fn run<K: Resource>(store: Store, filter: String, shared: Arc<Shared<K>>) 
         for raw in items {
             if let Some((key, obj)) = decode::<K>(&raw) {
                 cache.index_add(&key, &obj, None);
+                if let Some(tp) = &raw.traceparent {
+                    cache.traces.insert(key.clone(), Arc::from(tp.as_str()));
+                }
                 cache.objects.insert(key, Arc::new(obj));
             }
         }
@@ -440,9 +456,27 @@ fn apply<K: Resource>(shared: &Shared<K>, raw: RawEvent) {
     // The index values are computed once, for the indexes and for keyed subscribers alike.
     let route = !shared.keyed.read().expect("informer lock").is_empty();
     let mut touched = Touched::new();
+    let traceparent: Option<Arc<str>> = raw.traceparent.as_deref().map(Arc::from);
+    if let Some(stored_at) = raw.stored_at {
+        if let Ok(lag) = stored_at.elapsed() {
+            shoal_telemetry::metrics()
+                .informers
+                .lag_seconds
+                .get_or_create(&[("kind", K::INFO.token().to_string())])
+                .observe(lag.as_secs_f64());
+        }
+    }
     let old = {
         let mut cache = shared.cache.write().expect("informer lock");
         let old = cache.objects.remove(&key);
+        match (&traceparent, raw.event) {
+            (Some(tp), e) if e != EventType::Deleted => {
+                cache.traces.insert(key.clone(), tp.clone());
+            }
+            _ => {
+                cache.traces.remove(&key);
+            }
+        }
         if let Some(old) = &old {
             cache.index_remove(&key, old, route.then_some(&mut touched));
         }
@@ -466,6 +500,7 @@ fn apply<K: Resource>(shared: &Shared<K>, raw: RawEvent) {
         old,
         new,
         revision: raw.revision,
+        traceparent,
     };
     if route {
         send_keyed(shared, &change, touched);

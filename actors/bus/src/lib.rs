@@ -14,7 +14,8 @@
 //!   and indexes by namespace, label and owner.
 //! - [`workqueue`]: per-key work queue with one running + one pending per key, bounded
 //!   concurrency, and per-key backoff that resets on success.
-//! - [`controller`]: the reconcile runner that ties an informer to a work queue.
+//! - [`controller`]: the reconcile runner that ties an informer to a work queue;
+//!   [`reconcile_span`]: the span and metrics of each reconcile.
 
 // NOTE: the error type is a Status (message, reason and field-path causes): it travels only
 // on failure paths, where one allocation more or less does not matter, and boxing it would
@@ -27,6 +28,7 @@ pub mod controller;
 pub mod informer;
 pub mod leader;
 pub mod natsd;
+pub mod reconcile_span;
 pub mod shutdown;
 pub mod store;
 pub mod watch;

@@ -53,6 +53,10 @@ pub struct RawEvent {
     pub payload: Bytes,
     /// The request id of the write that stored this version, if it carried one.
     pub request_id: Option<String>,
+    /// The trace context of the work that wrote this version, if it had one.
+    pub traceparent: Option<String>,
+    /// When the log stored it (set on watched events).
+    pub stored_at: Option<std::time::SystemTime>,
 }
 
 impl RawEvent {
@@ -142,6 +146,9 @@ pub async fn ensure_stream(
     })
     .await
     .map_err(StoreError::unavailable)?;
+    shoal_telemetry::jetstream::ensure_stream(js, settings.replicas)
+        .await
+        .map_err(StoreError::Unavailable)?;
     js.get_or_create_stream(stream::Config {
         name: subjects::METRICS_STREAM.to_string(),
         subjects: vec![subjects::METRICS_ALL.to_string()],
@@ -399,11 +406,16 @@ pub(crate) fn raw_from_stored(
     let request_id = headers
         .get(async_nats::header::NATS_MESSAGE_ID)
         .map(|v| v.as_str().to_string());
+    let traceparent = headers
+        .get(HEADER_TRACEPARENT)
+        .map(|v| v.as_str().to_string());
     RawEvent {
         subject,
         revision,
         event,
         payload,
         request_id,
+        traceparent,
+        stored_at: None,
     }
 }

@@ -95,17 +95,22 @@ async fn stream_from(
     let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
     while let Some(msg) = messages.next().await {
         let msg = msg.map_err(|e| e.to_string())?;
-        let seq = msg.info().map_err(|e| e.to_string())?.stream_sequence;
+        let info = msg.info().map_err(|e| e.to_string())?;
+        let (seq, stored_at) = (
+            info.stream_sequence,
+            std::time::SystemTime::from(info.published),
+        );
         if seq < *next {
             continue;
         }
         let empty = HeaderMap::new();
-        let raw = raw_from_stored(
+        let mut raw = raw_from_stored(
             msg.subject.to_string(),
             seq,
             msg.headers.as_ref().unwrap_or(&empty),
             msg.payload.clone(),
         );
+        raw.stored_at = Some(stored_at);
         *next = seq + 1;
         if tx.send(raw).await.is_err() {
             return Ok(());

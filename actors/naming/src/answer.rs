@@ -119,6 +119,7 @@ impl Reply<'_> {
         meta.response_code = rcode;
         meta.authoritative = authoritative;
         let q = &self.question.queries[0];
+        crate::telemetry::answered(rcode, &q.name, &q.query_type());
         let question_len = self
             .raw_question
             .map_or(crate::encode::wire_len(&q.name) + 4, <[u8]>::len);

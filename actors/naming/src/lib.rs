@@ -18,7 +18,7 @@
 //! - [`names`]: the naming scheme. [`records`]: the records each object contributes (pure).
 //! - [`encode`]: records to pre-encoded wire sections (hickory-proto).
 //! - [`index`]: the name → answers table and the builder that updates it incrementally.
-//! - [`answer`]: one query to one response.
+//! - [`answer`]: one query to one response. [`telemetry`]: answers by rcode, sampled spans.
 //! - [`feed`]: informers → builder. [`mod@bind`]: sockets, in a network namespace if asked
 //!   (through `shoal-netns`, not the container runtime).
 //! - [`udp`], [`tcp`], [`bus`]: the three ways in (UDP threads, TCP tasks, NATS
@@ -33,6 +33,7 @@ pub mod index;
 pub mod names;
 pub mod records;
 pub mod tcp;
+pub mod telemetry;
 pub mod udp;
 
 use std::future::Future;

@@ -15,6 +15,7 @@ use shoal_bus::informer::Change;
 use shoal_bus::{ApiClient, EventType, Informer, InformerFactory, ObjectKey, Store};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc, Semaphore};
+use tracing::Instrument;
 
 use crate::bind::{self, AllocOutcome, BindOutcome};
 use crate::cache::{key_string, ClusterCache};
@@ -24,6 +25,7 @@ use crate::ledger::{self, AllocationView, LedgerEntry, ALLOCATION_NAMESPACE};
 use crate::metrics::SchedulerMetrics;
 use crate::queue::SchedulingQueue;
 use crate::resources::Resources;
+use crate::telemetry;
 use crate::{explain, preempt, SchedulerConfig, SchedulerError};
 
 /// How long to wait before deciding again after losing a race on a pod (the informer needs a
@@ -41,6 +43,8 @@ struct PendingBind {
     requests: Resources,
     /// The allocation record revision the decision was made against.
     decided_at: u64,
+    /// The attempt's span: the bind is its child.
+    span: tracing::Span,
 }
 
 #[derive(Default)]
@@ -428,6 +432,13 @@ impl Runner {
         }
         let pod = entry.pod.clone();
         SchedulerMetrics::inc(&self.metrics.attempts);
+        let span = telemetry::schedule_span(
+            &key,
+            &pod,
+            self.pods.traceparent(&key.namespace, &key.name).as_deref(),
+            self.cache.nodes().len(),
+        );
+        let _entered = span.enter();
         let decision = {
             let ctx = PodCtx::new(&pod, &key, &self.cache);
             match self
@@ -436,6 +447,7 @@ impl Runner {
             {
                 Decision::Bind { node } => Ok(node),
                 Decision::Unfit(unfit) => {
+                    span.record("unfit_nodes", unfit.total);
                     if unfit.cache_behind > 0 {
                         Err(None)
                     } else {
@@ -451,6 +463,8 @@ impl Runner {
         match decision {
             Ok(i) => {
                 let node = self.cache.nodes()[i].name.clone();
+                span.record("node", node.as_str());
+                span.record("outcome", "assumed");
                 tracing::debug!(pod = %key, node = %node, "assumed");
                 let decided_at = self.cache.nodes()[i].alloc.revision;
                 let requests = Resources::of_pod(&pod);
@@ -464,12 +478,19 @@ impl Runner {
                         pod,
                         requests,
                         decided_at,
+                        span: span.clone(),
                     });
                 self.kick(&node);
             }
             // Some node's record is ahead of our pod cache: decide again in a moment.
-            Err(None) => self.queue.retry_after(&key, CACHE_BEHIND_RETRY, now),
+            Err(None) => {
+                span.record("outcome", "retry");
+                telemetry::attempt("retry");
+                self.queue.retry_after(&key, CACHE_BEHIND_RETRY, now)
+            }
             Err(Some((message, preemption))) => {
+                span.record("outcome", "unschedulable");
+                telemetry::attempt("unschedulable");
                 tracing::debug!(pod = %key, %message, preempt = preemption.is_some(), "unschedulable");
                 match preemption {
                     Some(candidate) => self.preempt(&key, pod, candidate, message),
@@ -604,6 +625,7 @@ impl Runner {
         for b in stale {
             // Decided against a record that changed since: decide again.
             SchedulerMetrics::inc(&self.metrics.conflicts);
+            telemetry::conflict();
             self.cache.forget(&b.key);
             self.queue.retry_after(&b.key, Duration::ZERO, now);
         }
@@ -672,11 +694,15 @@ impl Runner {
                 let (api, reports, node) = (api.clone(), reports.clone(), node.clone());
                 async move {
                     // Past the window other schedulers may already ignore our entry.
+                    let span = telemetry::bind_span(&b.span, &node);
                     let outcome = if written_at.elapsed() > ledger::BIND_WINDOW {
                         BindOutcome::Failed("bind window passed before the bind was sent".into())
                     } else {
-                        bind::bind_pod(&api, &b.pod, &node).await
+                        bind::bind_pod(&api, &b.pod, &node)
+                            .instrument(span.clone())
+                            .await
                     };
+                    span.record("outcome", telemetry::bind_outcome(&outcome));
                     let _ = reports.send(Report::Bind {
                         key: b.key,
                         node,
@@ -718,6 +744,7 @@ impl Runner {
                     }
                     AllocOutcome::Conflict(fresh) => {
                         SchedulerMetrics::inc(&self.metrics.conflicts);
+                        telemetry::conflict();
                         tracing::debug!(node = %node, pods = batch.len(), "allocation conflict; deciding again");
                         match fresh {
                             Some(lease) => self.install_alloc(*lease, true),
@@ -745,6 +772,8 @@ impl Runner {
             Report::Bind { key, node, outcome } => match outcome {
                 BindOutcome::Bound(pod) => {
                     SchedulerMetrics::inc(&self.metrics.scheduled);
+                    telemetry::attempt("scheduled");
+                    telemetry::bound(&pod);
                     self.queue.forget(&key);
                     self.nominations.remove(&key);
                     let (api, permits) = (self.api.clone(), self.permits.clone());
@@ -767,6 +796,7 @@ impl Runner {
                     match failed {
                         BindOutcome::Conflict => {
                             SchedulerMetrics::inc(&self.metrics.conflicts);
+                            telemetry::conflict();
                             self.queue.retry_after(&key, POD_CONFLICT_RETRY, now);
                         }
                         BindOutcome::Gone => self.queue.forget(&key),

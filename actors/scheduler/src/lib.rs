@@ -22,6 +22,7 @@
 //!   pipelines binds (many in flight, one allocation-record write per node at a time).
 //! - [`bind`]: the API writes: allocation record CAS, pod bind CAS, status, events, evictions.
 //! - [`metrics`]: counters (scheduled, conflicts, unschedulable, preemptions).
+//! - [`telemetry`]: the span of each attempt and bind, and the Prometheus metrics.
 
 /// The scheduler's name in `metadata.managedFields`: binds make it the owner of a pod's
 /// `spec.nodeName`.
@@ -40,6 +41,7 @@ pub mod preempt;
 pub mod queue;
 pub mod resources;
 pub mod score;
+pub mod telemetry;
 
 use std::future::Future;
 use std::sync::Arc;

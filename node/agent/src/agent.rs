@@ -167,6 +167,7 @@ impl AgentCtx {
             shoal_bus::client::HEADER_TIMEOUT_MS,
             REPORT_TIMEOUT.as_millis().to_string().as_str(),
         );
+        shoal_telemetry::propagation::inject_current(&mut headers);
         let reply = tokio::time::timeout(
             REPORT_TIMEOUT,
             self.nats
@@ -640,7 +641,8 @@ async fn manage_pods(ctx: Arc<AgentCtx>, informers: InformerFactory) {
             return;
         }
         let (tx, rx) = watch::channel(Some(pod.clone()));
-        let worker = Worker::new(ctx.clone(), &pod, adopted.remove(uid).unwrap_or_default());
+        let worker = Worker::new(ctx.clone(), &pod, adopted.remove(uid).unwrap_or_default())
+            .trace_from(informer.clone());
         let done = done_tx.clone();
         let uid = uid.to_string();
         workers.insert(uid.clone(), tx);

@@ -11,6 +11,7 @@
 //! - [`probes`]: startup/liveness/readiness state machines and probe execution.
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
 //! - [`telemetry`]: log shipping, usage samples, exec requests.
+//! - [`traces`]: the spans of a pod's start and the node's Prometheus metrics.
 //! - [`backend`]: the runtime seam (Linux or hollow). [`machine`]: this machine's facts.
 //! - [`hostnet`]: the network namespace holding the node's network (commands, sockets and
 //!   link checks inside it); [`netsetup`]: forwarding and the Service route in it.
@@ -27,6 +28,7 @@ pub mod registry;
 pub mod spec;
 pub mod status;
 pub mod telemetry;
+pub mod traces;
 pub mod worker;
 
 pub use agent::{run, AgentConfig, AgentError};

@@ -10,13 +10,16 @@ use std::time::{Duration, Instant};
 use bus_schemas::kinds::container::Container;
 use bus_schemas::kinds::Pod;
 use chrono::Utc;
+use shoal_bus::Informer;
 use shoal_node::{ContainerInfo, ContainerState, SandboxInfo};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::agent::AgentCtx;
 use crate::probes::{ProbeKind, ProbeTracker};
 use crate::spec;
 use crate::status::{self, time, Observed, ObservedState, Snapshot, Terminated};
+use crate::traces;
 
 /// How often a hollow pod whose containers all run is looked at again. Hollow containers
 /// change only when the agent tells them to, so polling them every second only burns the
@@ -74,6 +77,14 @@ pub struct Worker {
     last_reported: Option<bus_schemas::kinds::pod::PodStatus>,
     adopted: HashMap<String, ContainerInfo>,
     images_ready: bool,
+    /// The pod cache, for the trace that last changed the pod.
+    traces_from: Option<Informer<Pod>>,
+    first_seen: Instant,
+    /// This worker started a container (so its start time is a pod start, not a re-adoption).
+    started_any: bool,
+    /// All app containers ran (and were ready) once: routine work is not traced past it.
+    start_recorded: bool,
+    startup_over: bool,
 }
 
 impl Worker {
@@ -112,6 +123,11 @@ impl Worker {
             last_reported: None,
             adopted: adopted_containers,
             images_ready: false,
+            traces_from: None,
+            first_seen: Instant::now(),
+            started_any: false,
+            start_recorded: false,
+            startup_over: false,
         }
     }
 
@@ -133,8 +149,18 @@ impl Worker {
                 self.ctx.confirm_deleted(&pod).await;
                 return;
             }
-            self.sync(&pod).await;
-            self.report(&pod).await;
+            let span = if self.startup_over {
+                tracing::Span::none()
+            } else {
+                let traceparent = self
+                    .traces_from
+                    .as_ref()
+                    .and_then(|pods| pods.traceparent(&pod.metadata.namespace, &pod.metadata.name));
+                traces::sync_span(&pod, &self.ctx.config.node_name, traceparent.as_deref())
+            };
+            self.sync(&pod).instrument(span.clone()).await;
+            self.report(&pod).instrument(span).await;
+            self.note_startup();
             let wait = self.next_wakeup();
             tokio::select! {
                 // The agent is stopping: leave the containers running for the next agent to
@@ -144,6 +170,27 @@ impl Worker {
                 },
                 _ = tokio::time::sleep(wait) => {}
             }
+        }
+    }
+
+    /// Continues the trace that last changed the pod (from the pod cache) while it starts.
+    pub fn trace_from(mut self, pods: Informer<Pod>) -> Worker {
+        self.traces_from = Some(pods);
+        self
+    }
+
+    fn note_startup(&mut self) {
+        let running = !self.app.is_empty()
+            && self
+                .app
+                .iter()
+                .all(|t| matches!(t.observed.state, ObservedState::Running { .. }));
+        if running && self.started_any && !self.start_recorded {
+            self.start_recorded = true;
+            traces::pod_started(self.first_seen.elapsed());
+        }
+        if running && self.app.iter().all(|t| t.observed.ready) {
+            self.startup_over = true;
         }
     }
 
@@ -186,11 +233,14 @@ impl Worker {
         }
         if self.sandbox.is_none() {
             let sandbox_spec = spec::sandbox_spec(pod, &self.ctx.config.pod_defaults);
-            match self
+            let span = traces::sandbox_span();
+            let made = self
                 .ctx
                 .call(move |rt| rt.create_sandbox(&sandbox_spec))
-                .await
-            {
+                .instrument(span.clone())
+                .await;
+            traces::outcome(&span, &made);
+            match made {
                 Ok(sandbox) => self.sandbox = Some(sandbox),
                 Err(e) => {
                     for t in self.init.iter_mut().chain(self.app.iter_mut()) {
@@ -232,12 +282,15 @@ impl Worker {
                 continue;
             }
             let always = t.container.image_pull_policy == "Always";
-            match self
+            let span = traces::image_span(&t.container.image);
+            let pulled = self
                 .ctx
                 .backend
                 .ensure_image(&registry, &t.container.image, always)
-                .await
-            {
+                .instrument(span.clone())
+                .await;
+            traces::outcome(&span, &pulled);
+            match pulled {
                 Ok(info) => {
                     if let Some(info) = info {
                         t.observed.image_id =
@@ -476,15 +529,20 @@ impl Worker {
             }
         };
         let sandbox_for_start = sandbox.clone();
+        let span = traces::container_span(&t.container.name, restarting);
         let result = self
             .ctx
             .call(move |rt| rt.start_container(&sandbox_for_start, &container_spec))
+            .instrument(span.clone())
             .await;
+        traces::outcome(&span, &result);
+        self.started_any = true;
         let t = self.track(i, init);
         match result {
             Ok(info) => {
                 if restarting {
                     t.observed.restart_count += 1;
+                    traces::container_restarted();
                 }
                 t.id = Some(info.id.clone());
                 t.observed.container_id = format!("shoal://{}", info.id);
@@ -533,8 +591,12 @@ impl Worker {
                 let Some(probe) = probe else { break };
                 let id = self.app[i].id.clone().unwrap_or_default();
                 let container = self.app[i].container.clone();
-                let ok = crate::probes::run(&self.ctx, sandbox, &id, &container, &probe).await;
+                let span = traces::probe_span(kind, &container.name);
+                let ok = crate::probes::run(&self.ctx, sandbox, &id, &container, &probe)
+                    .instrument(span.clone())
+                    .await;
                 let verdict = self.app[i].probes.record(kind, ok, Instant::now());
+                traces::probe_result(&span, kind, ok, self.app[i].probes.is_ready());
                 if verdict.restart {
                     self.app[i].kill_requested = true;
                 }

@@ -102,7 +102,17 @@ pub fn check(
 
 async fn apply_one<K: Resource>(api: &ApiClient, doc: &Document, force: bool) -> Result<String> {
     let obj: K = manifest::decode(doc).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (applied, outcome) = api.apply(&obj, force).await?;
+    let span = tracing::info_span!(
+        "cli.apply",
+        kind = K::INFO.kind,
+        namespace = %obj.meta().namespace,
+        name = %obj.meta().name,
+        outcome = tracing::field::Empty,
+        resource_version = tracing::field::Empty,
+    );
+    let (applied, outcome) = tracing::Instrument::instrument(api.apply(&obj, force), span.clone()).await?;
+    span.record("outcome", outcome.as_str());
+    span.record("resource_version", applied.meta().resource_version.as_str());
     Ok(format!(
         "{}/{} {}",
         K::INFO.singular(),

@@ -22,6 +22,19 @@ pub struct Cli {
     /// More log output (-v info, -vv debug); SHOAL_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Log lines as text, or as JSON objects carrying the trace_id and span_id of their span.
+    #[arg(
+        long,
+        global = true,
+        env = "SHOAL_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormatArg,
+    /// OTLP collector to send spans to (base URL; OTEL_EXPORTER_OTLP_PROTOCOL picks
+    /// http/protobuf, the default, or grpc). Spans also go to the cluster's SHOAL_TRACES.
+    #[arg(long, global = true, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -72,6 +85,14 @@ pub enum Command {
     Exec(crate::exec::ExecArgs),
     /// Show CPU and memory use of pods or nodes.
     Top(crate::top::TopArgs),
+    /// Show a trace as a waterfall: `deploy/NAME` (its latest rollout), `pod/NAME`, or a trace id.
+    Trace(crate::trace::TraceArgs),
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormatArg {
+    Text,
+    Json,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -134,6 +155,9 @@ pub struct UpArgs {
     /// Where the cluster keeps its state (the JetStream store).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Where Prometheus scrapes every actor of this process (`/metrics`); empty: nowhere.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub metrics_addr: String,
     /// Port of the nats-server this command starts.
     #[arg(long, default_value_t = 4222)]
     pub port: u16,

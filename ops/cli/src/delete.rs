@@ -34,7 +34,8 @@ async fn delete_one(
         grace_period_seconds: args.grace_period,
         preconditions: None,
     };
-    match session.call(info, Verb::Delete, &options).await {
+    let span = tracing::info_span!("cli.delete", kind = info.kind, namespace, name);
+    match tracing::Instrument::instrument(session.call(info, Verb::Delete, &options), span).await {
         Ok(_) => {
             println!("{} {:?} deleted", info.singular(), name);
             Ok(true)

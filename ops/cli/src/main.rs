@@ -12,6 +12,7 @@
 //! - `rollout`, `scale`, `nodes`: workload commands (rollout, scale, cordon/uncordon/drain).
 //! - here: dispatch, and each command's field manager (`shoal`, `shoal-label`, …) for
 //!   `metadata.managedFields`.
+//! - `trace`: `shoal trace`, a trace from SHOAL_TRACES as a waterfall or OTLP JSON.
 
 mod apply;
 mod cli;
@@ -26,12 +27,14 @@ mod label;
 mod logs;
 mod node;
 mod nodes;
+mod observe;
 mod output;
 mod remote;
 mod rollout;
 mod scale;
 mod table;
 mod top;
+mod trace;
 mod up;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -57,7 +60,13 @@ fn main() {
             args.join = Some(cli.nats.clone());
         }
     }
-    init_tracing(cli.verbose);
+    let telemetry = match init_telemetry(&cli) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -65,6 +74,8 @@ fn main() {
             1
         }
     };
+    // Spans go out from threads of their own: send what the command recorded before exiting.
+    telemetry.shutdown();
     std::process::exit(code);
 }
 
@@ -79,18 +90,54 @@ fn restore_default_sigpipe() {
     }
 }
 
-fn init_tracing(verbose: u8) {
-    let default = match verbose {
+fn init_telemetry(
+    cli: &cli::Cli,
+) -> Result<shoal_telemetry::Telemetry, shoal_telemetry::TelemetryError> {
+    let default = match cli.verbose {
         0 => "warn",
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    let (service, actor) = match &cli.command {
+        cli::Command::Up(_) => ("shoal-up", "up"),
+        cli::Command::Node(_) => ("shoal-node", "node"),
+        _ => ("shoal-cli", "cli"),
+    };
+    let telemetry = shoal_telemetry::init(shoal_telemetry::TelemetryConfig {
+        service: service.into(),
+        default_actor: actor.into(),
+        log_filter: std::env::var("SHOAL_LOG").unwrap_or_else(|_| default.into()),
+        log_format: match cli.log_format {
+            cli::LogFormatArg::Text => shoal_telemetry::LogFormat::Text,
+            cli::LogFormatArg::Json => shoal_telemetry::LogFormat::Json,
+        },
+        otlp_endpoint: cli.otlp_endpoint.clone(),
+    })?;
+    // `shoal up` names its NATS once it has started or joined it.
+    if !matches!(&cli.command, cli::Command::Up(_)) {
+        shoal_telemetry::jetstream::export_to(&cli.nats);
+    }
+    Ok(telemetry)
+}
+
+/// The span of a command that changes the cluster: the root of the trace it starts.
+fn command_span(command: &cli::Command) -> tracing::Span {
+    let name = match command {
+        cli::Command::Apply(_) => "apply",
+        cli::Command::Delete(_) => "delete",
+        cli::Command::Scale(_) => "scale",
+        cli::Command::Rollout { .. } => "rollout",
+        cli::Command::Label(_) => "label",
+        cli::Command::Annotate(_) => "annotate",
+        cli::Command::Cordon(_) | cli::Command::Uncordon(_) | cli::Command::Drain(_) => "nodes",
+        _ => return tracing::Span::none(),
+    };
+    tracing::info_span!(
+        "shoal",
+        shoal.actor = "cli",
+        otel.name = format!("shoal {name}"),
+        command = name
+    )
 }
 
 fn run(cli: cli::Cli) -> anyhow::Result<i32> {
@@ -113,33 +160,38 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            runtime.block_on(async move {
-                let session = remote::Session::connect(&nats_url)
-                    .await?
-                    .with_field_manager(field_manager_of(&command));
-                match command {
-                    Command::Apply(a) => apply::run(&session, a).await,
-                    Command::Get(a) => get::run(&session, a).await,
-                    Command::Describe(a) => describe::run(&session, a).await,
-                    Command::Delete(a) => delete::run(&session, a).await,
-                    Command::Label(a) => label::run(&session, a, label::Target::Labels).await,
-                    Command::Annotate(a) => {
-                        label::run(&session, a, label::Target::Annotations).await
+            let span = command_span(&command);
+            runtime.block_on(tracing::Instrument::instrument(
+                async move {
+                    let session = remote::Session::connect(&nats_url)
+                        .await?
+                        .with_field_manager(field_manager_of(&command));
+                    match command {
+                        Command::Apply(a) => apply::run(&session, a).await,
+                        Command::Get(a) => get::run(&session, a).await,
+                        Command::Describe(a) => describe::run(&session, a).await,
+                        Command::Delete(a) => delete::run(&session, a).await,
+                        Command::Label(a) => label::run(&session, a, label::Target::Labels).await,
+                        Command::Annotate(a) => {
+                            label::run(&session, a, label::Target::Annotations).await
+                        }
+                        Command::Version => remote::version(&session).await,
+                        Command::Image { command } => image::run(&session, command).await,
+                        Command::Rollout { command } => rollout::run(&session, command).await,
+                        Command::Scale(a) => scale::run(&session, a).await,
+                        Command::Autoscale(a) => hpa::autoscale(&session, a).await,
+                        Command::Cordon(a) => nodes::cordon(&session, &a.node, true).await,
+                        Command::Uncordon(a) => nodes::cordon(&session, &a.node, false).await,
+                        Command::Drain(a) => nodes::drain(&session, a).await,
+                        Command::Logs(a) => logs::run(&session, a).await,
+                        Command::Exec(a) => exec::run(&session, a).await,
+                        Command::Top(a) => top::run(&session, a).await,
+                        Command::Trace(a) => trace::run(&session, a).await,
+                        Command::Up(_) | Command::Node(_) => unreachable!("handled above"),
                     }
-                    Command::Version => remote::version(&session).await,
-                    Command::Image { command } => image::run(&session, command).await,
-                    Command::Rollout { command } => rollout::run(&session, command).await,
-                    Command::Scale(a) => scale::run(&session, a).await,
-                    Command::Autoscale(a) => hpa::autoscale(&session, a).await,
-                    Command::Cordon(a) => nodes::cordon(&session, &a.node, true).await,
-                    Command::Uncordon(a) => nodes::cordon(&session, &a.node, false).await,
-                    Command::Drain(a) => nodes::drain(&session, a).await,
-                    Command::Logs(a) => logs::run(&session, a).await,
-                    Command::Exec(a) => exec::run(&session, a).await,
-                    Command::Top(a) => top::run(&session, a).await,
-                    Command::Up(_) | Command::Node(_) => unreachable!("handled above"),
-                }
-            })
+                },
+                span,
+            ))
         }
     }
 }

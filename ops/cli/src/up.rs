@@ -127,6 +127,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
     let nats = shoal_bus::connect(&url, "shoal-up")
         .await
         .with_context(|| format!("connecting to {url}"))?;
+    let metrics = crate::observe::start(&url, &args.metrics_addr, nats.clone()).await;
 
     let marker = data_dir.join(MARKER);
     let store = match Store::open(nats.clone()).await {
@@ -327,6 +328,9 @@ pub async fn run(args: UpArgs) -> Result<()> {
             "  kubectl:   export KUBECONFIG={}   (context shoal)",
             path.display()
         );
+    }
+    if let Some(addr) = &metrics.addr {
+        println!("  metrics:   http://{addr}/metrics");
     }
     println!("Try: shoal get ns   (export SHOAL_NATS={url} if not the default). Ctrl-C stops the cluster.");
 

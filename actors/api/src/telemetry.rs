@@ -1,0 +1,128 @@
+//! What the API records about its work: a span per request (continuing the sender's trace),
+//! the request metrics, and what each compare-and-swap write met.
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use bus_schemas::subjects::HEADER_CODE;
+use shoal_bus::{StoreError, Written};
+use shoal_telemetry::metrics::label;
+use shoal_telemetry::{metrics, propagation};
+use tracing::field::Empty;
+
+/// Kind and verb of a request subject, as metric labels: `shoal.v1.api.<kind>.<verb>`, or
+/// `node` and the report for `shoal.v1.node.<node>.<report>`.
+pub fn kind_and_verb(subject: &str) -> (&str, &str) {
+    if let Some(rest) = subject.strip_prefix("shoal.v1.api.") {
+        return rest.split_once('.').unwrap_or((rest, ""));
+    }
+    if let Some(rest) = subject.strip_prefix("shoal.v1.node.") {
+        return ("node", rest.rsplit_once('.').map_or(rest, |(_, what)| what));
+    }
+    ("unknown", "")
+}
+
+/// The span of one request, child of the sender's trace when its headers carry a valid one
+/// (a missing or malformed traceparent starts a new root trace; the request goes on).
+pub fn request_span(subject: &str, headers: Option<&HeaderMap>) -> tracing::Span {
+    let (kind, verb) = kind_and_verb(subject);
+    let span = tracing::info_span!(
+        "api.request",
+        shoal.actor = "api",
+        otel.kind = "server",
+        kind,
+        verb,
+        code = Empty,
+        otel.status_code = Empty,
+    );
+    propagation::continue_from_headers(&span, headers);
+    span
+}
+
+/// Records a served request: its code on the span, and the request metrics.
+pub fn served(span: &tracing::Span, subject: &str, reply_headers: &HeaderMap, took: Duration) {
+    let code = reply_headers
+        .get(HEADER_CODE)
+        .map(|v| v.as_str().to_string())
+        .unwrap_or_else(|| "200".into());
+    span.record("code", code.as_str());
+    if code.parse::<u16>().is_ok_and(|c| c >= 400) {
+        span.record("otel.status_code", "ERROR");
+    }
+    let (kind, verb) = kind_and_verb(subject);
+    let api = &metrics().api;
+    api.requests
+        .get_or_create(&[
+            label("kind", kind),
+            label("verb", verb),
+            label("code", code),
+        ])
+        .inc();
+    api.request_seconds
+        .get_or_create(&[label("kind", kind), label("verb", verb)])
+        .observe(took.as_secs_f64());
+}
+
+pub fn lane_dropped(lane: &'static str) {
+    metrics()
+        .api
+        .lane_dropped
+        .get_or_create(&[label("lane", lane)])
+        .inc();
+}
+
+/// The span of one compare-and-swap write of an object version.
+pub fn cas_span(kind: &'static str, namespace: &str, name: &str, expected: u64) -> tracing::Span {
+    tracing::info_span!(
+        "api.cas_write",
+        kind,
+        namespace,
+        name,
+        expected,
+        resource_version = Empty,
+        outcome = Empty,
+    )
+}
+
+/// Records what a write met: written (or a duplicate of an earlier attempt), or a conflict,
+/// which the caller may retry (each retry is a span of its own).
+pub fn cas_outcome(span: &tracing::Span, kind: &'static str, result: &Result<Written, StoreError>) {
+    match result {
+        Ok(w) => {
+            span.record("resource_version", w.revision);
+            span.record("outcome", if w.duplicate { "duplicate" } else { "written" });
+        }
+        Err(StoreError::Conflict { .. }) => {
+            span.record("outcome", "conflict");
+            metrics()
+                .api
+                .cas_conflicts
+                .get_or_create(&[label("kind", kind)])
+                .inc();
+        }
+        Err(_) => {
+            span.record("outcome", "failed");
+        }
+    }
+}
+
+/// The trace context an object event carries: the write's own span, so work done because of
+/// the event continues from it; the sender's header when tracing is off.
+pub fn event_traceparent(from_request: Option<&str>) -> Option<String> {
+    propagation::current_traceparent().or_else(|| from_request.map(String::from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kind_and_verb;
+
+    #[test]
+    fn subjects_become_kind_and_verb_labels() {
+        assert_eq!(kind_and_verb("shoal.v1.api.pod.create"), ("pod", "create"));
+        assert_eq!(
+            kind_and_verb("shoal.v1.node.n%2E1.pod-status"),
+            ("node", "pod-status")
+        );
+        assert_eq!(kind_and_verb("elsewhere"), ("unknown", ""));
+    }
+}

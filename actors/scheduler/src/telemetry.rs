@@ -1,0 +1,74 @@
+//! What the scheduler records: a span per scheduling attempt that continues the trace of the
+//! pod's creation (queue wait, the nodes considered, the decision) with the bind as its child,
+//! and the scheduler's Prometheus metrics.
+
+use bus_schemas::kinds::Pod;
+use shoal_bus::ObjectKey;
+use shoal_telemetry::metrics::label;
+use shoal_telemetry::{metrics, propagation};
+use tracing::field::Empty;
+
+fn since_creation(pod: &Pod) -> Option<f64> {
+    let created = pod.metadata.creation_timestamp?;
+    let ms = (chrono::Utc::now() - created).num_milliseconds();
+    (ms >= 0).then(|| ms as f64 / 1000.0)
+}
+
+pub fn schedule_span(
+    key: &ObjectKey,
+    pod: &Pod,
+    traceparent: Option<&str>,
+    nodes: usize,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        "schedule",
+        shoal.actor = "scheduler",
+        kind = "Pod",
+        namespace = %key.namespace,
+        name = %key.name,
+        resource_version = %pod.metadata.resource_version,
+        queue_wait_seconds = since_creation(pod).unwrap_or(0.0),
+        nodes,
+        unfit_nodes = Empty,
+        outcome = Empty,
+        node = Empty,
+    );
+    propagation::continue_from(&span, traceparent);
+    span
+}
+
+pub fn bind_span(parent: &tracing::Span, node: &str) -> tracing::Span {
+    tracing::info_span!(parent: parent, "scheduler.bind", node, outcome = Empty)
+}
+
+/// One attempt's result: scheduled, unschedulable, retry (a cache a write behind) or
+/// conflict (lost a race for a node or the pod).
+pub fn attempt(result: &'static str) {
+    metrics()
+        .scheduler
+        .attempts
+        .get_or_create(&[label("result", result)])
+        .inc();
+}
+
+pub fn conflict() {
+    metrics().scheduler.conflicts.inc();
+    attempt("conflict");
+}
+
+/// A bind landed: the end-to-end latency, from the pod's creation.
+pub fn bound(pod: &Pod) {
+    if let Some(seconds) = since_creation(pod) {
+        metrics().scheduler.e2e_seconds.observe(seconds);
+    }
+}
+
+pub fn bind_outcome(outcome: &crate::bind::BindOutcome) -> &'static str {
+    use crate::bind::BindOutcome;
+    match outcome {
+        BindOutcome::Bound(_) => "bound",
+        BindOutcome::Conflict => "conflict",
+        BindOutcome::Gone => "gone",
+        BindOutcome::Failed(_) => "failed",
+    }
+}

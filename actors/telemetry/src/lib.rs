@@ -1,0 +1,202 @@
+//! Traces and metrics for every Shoal actor.
+//!
+//! # Layout
+//! - [`init`] (here): installs the process's `tracing` subscriber: logs (text, or JSON with
+//!   `trace_id`/`span_id`) and the OpenTelemetry layer that turns `tracing` spans into
+//!   OpenTelemetry spans, exported to OTLP (when an endpoint is set) and to `SHOAL_TRACES`.
+//! - [`propagation`]: W3C trace context in NATS headers and traceparent strings.
+//! - [`sampling`]: the sampler from `OTEL_TRACES_SAMPLER`/`OTEL_TRACES_SAMPLER_ARG`.
+//! - [`queue`]: the bounded export queue that drops (and counts) rather than slow an actor.
+//! - [`jetstream`]: the exporter to the `SHOAL_TRACES` stream.
+//! - [`traceview`]: reading one trace back from `SHOAL_TRACES` (for `shoal trace`).
+//! - [`logfmt`]: the JSON log line format.
+//! - [`metrics`]: every actor's Prometheus families; [`serve`]: `/metrics` and NATS health.
+
+pub mod jetstream;
+pub mod logfmt;
+pub mod metrics;
+pub mod propagation;
+pub mod queue;
+pub mod sampling;
+pub mod serve;
+pub mod traceview;
+
+pub use jetstream::ACTOR_ATTRIBUTE;
+pub use metrics::metrics;
+// Actors name counter handles they keep (a lookup once, then an atomic add per event).
+/// The OTLP types `shoal trace` prints and tests receive.
+pub use opentelemetry_proto;
+pub use prometheus_client;
+pub use prost;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::KeyValue;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::Resource;
+use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, Registry};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone)]
+pub struct TelemetryConfig {
+    /// `service.name` of the process's spans.
+    pub service: String,
+    /// The actor of spans that name none: `cli`, `up`, `node`.
+    pub default_actor: String,
+    /// Log filter directives (SHOAL_LOG syntax).
+    pub log_filter: String,
+    pub log_format: LogFormat,
+    /// Base URL of an OTLP collector (`--otlp-endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub otlp_endpoint: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error(transparent)]
+    Sampling(#[from] sampling::SamplingError),
+    #[error("OTEL_EXPORTER_OTLP_PROTOCOL={0:?}: use grpc or http/protobuf")]
+    Protocol(String),
+    #[error("starting a span export thread: {0}")]
+    Thread(#[from] std::io::Error),
+    #[error("a tracing subscriber is already installed")]
+    AlreadyInstalled,
+}
+
+/// Flushes the process's spans when dropped (or by [`Telemetry::shutdown`]).
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Sends what has ended so far, waiting a few seconds at most.
+    pub fn flush(&self) {
+        if let Some(p) = &self.provider {
+            let _ = p.force_flush();
+        }
+    }
+
+    pub fn shutdown(mut self) {
+        if let Some(p) = self.provider.take() {
+            let _ = p.shutdown();
+        }
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(p) = self.provider.take() {
+            let _ = p.shutdown();
+        }
+    }
+}
+
+/// Whether tracing is turned off (`OTEL_SDK_DISABLED=true`, the standard switch).
+pub fn tracing_disabled() -> bool {
+    std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// The spans that become OpenTelemetry spans: Shoal's own, at info and above, whatever the
+/// log level (dependencies' spans are theirs to trace).
+fn traced_targets() -> Targets {
+    Targets::new()
+        .with_target("shoal", LevelFilter::INFO)
+        .with_default(LevelFilter::OFF)
+}
+
+fn otlp_exporter(endpoint: &str) -> Result<opentelemetry_otlp::SpanExporter, String> {
+    use opentelemetry_otlp::{Protocol, WithExportConfig};
+    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .unwrap_or_else(|_| "http/protobuf".into());
+    let built = match protocol.as_str() {
+        "grpc" => opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint)
+            .build(),
+        _ => opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(format!("{}/v1/traces", endpoint.trim_end_matches('/')))
+            .build(),
+    };
+    built.map_err(|e| format!("OTLP exporter to {endpoint}: {e}"))
+}
+
+fn tracer_provider(config: &TelemetryConfig) -> Result<SdkTracerProvider, TelemetryError> {
+    let sampling = sampling::Sampling::from_env()?;
+    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .unwrap_or_else(|_| "http/protobuf".into());
+    if protocol != "grpc" && protocol != "http/protobuf" {
+        return Err(TelemetryError::Protocol(protocol));
+    }
+    let resource = Resource::builder()
+        .with_service_name(config.service.clone())
+        .with_attribute(KeyValue::new("shoal.process", config.default_actor.clone()))
+        .with_attribute(KeyValue::new("process.pid", i64::from(std::process::id())))
+        .build();
+    let dropped = &metrics().process.dropped_spans;
+    let actor = config.default_actor.clone();
+    let mut builder = SdkTracerProvider::builder()
+        .with_sampler(sampling.sampler())
+        .with_resource(resource.clone())
+        .with_span_processor(queue::BoundedProcessor::start(
+            "jetstream",
+            resource.clone(),
+            dropped
+                .get_or_create(&[metrics::label("exporter", "jetstream")])
+                .clone(),
+            move || Ok(jetstream::JetStreamExporter::new(&actor)),
+        )?);
+    if let Some(endpoint) = config.otlp_endpoint.clone().filter(|e| !e.is_empty()) {
+        builder = builder.with_span_processor(queue::BoundedProcessor::start(
+            "otlp",
+            resource,
+            dropped
+                .get_or_create(&[metrics::label("exporter", "otlp")])
+                .clone(),
+            move || otlp_exporter(&endpoint),
+        )?);
+    }
+    Ok(builder.build())
+}
+
+/// Installs the process's subscriber. Call once, first thing.
+pub fn init(config: TelemetryConfig) -> Result<Telemetry, TelemetryError> {
+    let filter = EnvFilter::try_new(&config.log_filter).unwrap_or_else(|_| EnvFilter::new("warn"));
+    let logs: Box<dyn Layer<Registry> + Send + Sync> = match config.log_format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .event_format(logfmt::JsonWithTrace)
+            .with_filter(filter)
+            .boxed(),
+    };
+    let provider = if tracing_disabled() {
+        None
+    } else {
+        Some(tracer_provider(&config)?)
+    };
+    let traces = provider.as_ref().map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer("shoal"))
+            .with_filter(traced_targets())
+    });
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(traces)
+        .try_init()
+        .map_err(|_| TelemetryError::AlreadyInstalled)?;
+    Ok(Telemetry { provider })
+}

@@ -1,0 +1,146 @@
+//! W3C trace context in NATS headers (`traceparent`, `tracestate`): how a trace crosses from
+//! one actor to the next, and how it is kept with the objects it changed.
+//!
+//! Without the OpenTelemetry layer installed (unit tests, tools that never call
+//! [`crate::init`]) spans carry no context: nothing is injected and extraction is a no-op.
+
+use async_nats::HeaderMap;
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::TraceContextExt;
+use opentelemetry::Context;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+pub const TRACEPARENT: &str = "traceparent";
+pub const TRACESTATE: &str = "tracestate";
+
+struct HeaderInjector<'a>(&'a mut HeaderMap);
+
+impl Injector for HeaderInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        self.0.insert(key, value.as_str());
+    }
+}
+
+struct HeaderExtractor<'a>(&'a HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(|v| v.as_str())
+    }
+    fn keys(&self) -> Vec<&str> {
+        [TRACEPARENT, TRACESTATE]
+            .into_iter()
+            .filter(|k| self.0.get(*k).is_some())
+            .collect()
+    }
+}
+
+/// A lone traceparent (as kept with a cached object) read as a header set.
+struct TraceparentExtractor<'a>(&'a str);
+
+impl Extractor for TraceparentExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        (key == TRACEPARENT).then_some(self.0)
+    }
+    fn keys(&self) -> Vec<&str> {
+        vec![TRACEPARENT]
+    }
+}
+
+/// Writes the current span's context into `headers`; leaves them alone when there is none.
+pub fn inject_current(headers: &mut HeaderMap) {
+    let cx = tracing::Span::current().context();
+    if cx.span().span_context().is_valid() {
+        TraceContextPropagator::new().inject_context(&cx, &mut HeaderInjector(headers));
+    }
+}
+
+/// The remote context `headers` carry: empty (so a new root starts) when they carry none or
+/// a malformed one.
+pub fn extract(headers: Option<&HeaderMap>) -> Context {
+    match headers {
+        Some(h) => TraceContextPropagator::new().extract(&HeaderExtractor(h)),
+        None => Context::new(),
+    }
+}
+
+/// The remote context of a traceparent string (empty when malformed).
+pub fn extract_traceparent(traceparent: &str) -> Context {
+    TraceContextPropagator::new().extract(&TraceparentExtractor(traceparent))
+}
+
+/// Makes `headers`' trace the parent of `span` (call before the span is first entered). A
+/// missing or malformed context leaves the span a root of its own: the work goes on.
+pub fn continue_from_headers(span: &tracing::Span, headers: Option<&HeaderMap>) {
+    let cx = extract(headers);
+    if cx.span().span_context().is_valid() {
+        let _ = span.set_parent(cx);
+    }
+}
+
+/// Makes the trace of `traceparent` (e.g. the one that last changed an object) the parent
+/// of `span`.
+pub fn continue_from(span: &tracing::Span, traceparent: Option<&str>) {
+    if let Some(tp) = traceparent {
+        let cx = extract_traceparent(tp);
+        if cx.span().span_context().is_valid() {
+            let _ = span.set_parent(cx);
+        }
+    }
+}
+
+/// The current span's context as a traceparent, if it has a valid one.
+pub fn current_traceparent() -> Option<String> {
+    let cx = tracing::Span::current().context();
+    let span_context = cx.span().span_context().clone();
+    if !span_context.is_valid() {
+        return None;
+    }
+    Some(format!(
+        "00-{}-{}-{:02x}",
+        span_context.trace_id(),
+        span_context.span_id(),
+        span_context.trace_flags().to_u8()
+    ))
+}
+
+/// The trace id a traceparent names, if it is well formed.
+pub fn trace_id_of(traceparent: &str) -> Option<String> {
+    let cx = extract_traceparent(traceparent);
+    let span = cx.span();
+    let sc = span.span_context();
+    sc.is_valid().then(|| sc.trace_id().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_traceparents_name_no_trace() {
+        assert_eq!(trace_id_of("00-zz-yy-01"), None);
+        assert_eq!(trace_id_of(""), None);
+        assert_eq!(
+            trace_id_of("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").as_deref(),
+            Some("0af7651916cd43dd8448eb211c80319c")
+        );
+    }
+
+    #[test]
+    fn headers_round_trip_a_context() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            TRACEPARENT,
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        );
+        let cx = extract(Some(&headers));
+        assert_eq!(
+            cx.span().span_context().trace_id().to_string(),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
+        let mut bad = HeaderMap::new();
+        bad.insert(TRACEPARENT, "not-a-trace");
+        assert!(!extract(Some(&bad)).span().span_context().is_valid());
+    }
+}

@@ -1,0 +1,110 @@
+//! What a pod's start records: while a pod is starting (until all its containers run and are
+//! ready), each pass of its worker is a span continuing the trace that last changed the pod —
+//! so the image pull, the sandbox, each container's start and the probe that made the pod
+//! Ready belong to the `shoal apply` that asked for it. Past that, a pod's routine work
+//! (probes every few seconds) is not traced. And the node's Prometheus metrics.
+
+use std::time::Duration;
+
+use bus_schemas::kinds::Pod;
+use shoal_telemetry::metrics::label;
+use shoal_telemetry::{metrics, propagation};
+use tracing::field::Empty;
+
+use crate::probes::ProbeKind;
+
+pub fn sync_span(pod: &Pod, node: &str, traceparent: Option<&str>) -> tracing::Span {
+    let span = tracing::info_span!(
+        "pod.sync",
+        shoal.actor = "node",
+        kind = "Pod",
+        namespace = %pod.metadata.namespace,
+        name = %pod.metadata.name,
+        resource_version = %pod.metadata.resource_version,
+        node,
+    );
+    propagation::continue_from(&span, traceparent);
+    span
+}
+
+/// A child of the current span, or nothing outside one (routine work is not traced).
+fn child(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+    if tracing::Span::current().is_none() {
+        tracing::Span::none()
+    } else {
+        make()
+    }
+}
+
+pub fn image_span(image: &str) -> tracing::Span {
+    child(|| tracing::info_span!("node.image_pull_unpack", image, outcome = Empty))
+}
+
+pub fn sandbox_span() -> tracing::Span {
+    child(|| tracing::info_span!("node.sandbox", outcome = Empty))
+}
+
+pub fn container_span(container: &str, restart: bool) -> tracing::Span {
+    child(|| {
+        tracing::info_span!(
+            "node.container_create_start",
+            container,
+            restart,
+            outcome = Empty,
+            otel.status_code = Empty,
+        )
+    })
+}
+
+pub fn probe_span(kind: ProbeKind, container: &str) -> tracing::Span {
+    child(|| {
+        tracing::info_span!(
+            "node.probe",
+            probe = probe_name(kind),
+            container,
+            result = Empty,
+            ready = Empty,
+        )
+    })
+}
+
+/// Marks a span's outcome, as an error when it failed.
+pub fn outcome<T, E: std::fmt::Display>(span: &tracing::Span, result: &Result<T, E>) {
+    match result {
+        Ok(_) => {
+            span.record("outcome", "ok");
+        }
+        Err(e) => {
+            span.record("outcome", e.to_string().as_str());
+            span.record("otel.status_code", "ERROR");
+        }
+    }
+}
+
+fn probe_name(kind: ProbeKind) -> &'static str {
+    match kind {
+        ProbeKind::Startup => "startup",
+        ProbeKind::Liveness => "liveness",
+        ProbeKind::Readiness => "readiness",
+    }
+}
+
+pub fn probe_result(span: &tracing::Span, kind: ProbeKind, ok: bool, ready: bool) {
+    let result = if ok { "success" } else { "failure" };
+    span.record("result", result);
+    span.record("ready", ready);
+    metrics()
+        .node
+        .probe_results
+        .get_or_create(&[label("probe", probe_name(kind)), label("result", result)])
+        .inc();
+}
+
+pub fn container_restarted() {
+    metrics().node.container_restarts.inc();
+}
+
+/// From the worker first seeing the pod to all its containers running.
+pub fn pod_started(took: Duration) {
+    metrics().node.pod_start_seconds.observe(took.as_secs_f64());
+}

@@ -1,0 +1,158 @@
+//! `shoal trace`: one trace read back from the cluster's SHOAL_TRACES stream, printed as a
+//! waterfall or as OTLP JSON (which Jaeger and Tempo import).
+//!
+//! `KIND/NAME` finds the trace of the write that started the object's current state: for kinds
+//! with a generation (a Deployment's rollout), the first kept version of the current
+//! generation; otherwise (a Pod), the oldest version the log keeps, normally its creation.
+
+use std::io::IsTerminal;
+
+use anyhow::{anyhow, bail, Context, Result};
+use bus_schemas::{codec, subjects};
+use shoal_bus::{RawEvent, Store};
+use shoal_telemetry::opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use shoal_telemetry::propagation::trace_id_of;
+use shoal_telemetry::traceview::{self, Row};
+
+use crate::remote::Session;
+
+#[derive(clap::Args, Debug)]
+pub struct TraceArgs {
+    /// `deploy/NAME`, `pod/NAME` (any KIND/NAME), or a trace id (32 hex digits).
+    pub target: String,
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    /// `json`: OTLP JSON (ExportTraceServiceRequest) instead of the waterfall.
+    #[arg(short = 'o', long)]
+    pub output: Option<String>,
+}
+
+fn generation(raw: &RawEvent) -> Option<i64> {
+    let value: serde_json::Value = codec::from_msgpack(&raw.payload).ok()?;
+    value.pointer("/metadata/generation")?.as_i64()
+}
+
+/// The version whose write started the object's current state (see the module docs).
+fn starting_version(history: &[RawEvent]) -> Option<&RawEvent> {
+    let newest = history.last()?;
+    match generation(newest) {
+        Some(g) if g > 0 => history
+            .iter()
+            .find(|raw| generation(raw) == Some(g) && raw.traceparent.is_some()),
+        _ => history.iter().find(|raw| raw.traceparent.is_some()),
+    }
+}
+
+async fn trace_id_for_object(
+    session: &Session,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<String> {
+    let info = crate::kinds::resolve(kind)?;
+    let ns = if info.namespaced { namespace } else { "" };
+    let store = Store::open(session.nats.clone()).await?;
+    let history = store
+        .history(&subjects::object(&info.token(), ns, name))
+        .await?;
+    if history.is_empty() {
+        bail!("{} {name:?} not found in namespace {ns:?}", info.singular());
+    }
+    let version = starting_version(&history).ok_or_else(|| {
+        anyhow!(
+            "no kept version of {}/{name} carries a trace context (it was written by a client that sends none)",
+            info.singular()
+        )
+    })?;
+    let traceparent = version.traceparent.as_deref().unwrap_or_default();
+    trace_id_of(traceparent).ok_or_else(|| {
+        anyhow!(
+            "revision {} carries a malformed traceparent {traceparent:?}",
+            version.revision
+        )
+    })
+}
+
+pub async fn run(session: &Session, args: TraceArgs) -> Result<i32> {
+    let trace_id = match args.target.split_once('/') {
+        Some((kind, name)) => trace_id_for_object(session, kind, &args.namespace, name).await?,
+        None if args.target.len() == 32 && traceview::hex_to_bytes(&args.target).is_some() => {
+            args.target.to_ascii_lowercase()
+        }
+        None => bail!(
+            "{:?} is neither KIND/NAME (deploy/web, pod/web-abc12) nor a 32-digit trace id",
+            args.target
+        ),
+    };
+    let batches = traceview::read_trace(&session.nats, &trace_id).await?;
+    match args.output.as_deref() {
+        Some("json") => {
+            let request = ExportTraceServiceRequest {
+                resource_spans: batches,
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&request).context("encoding OTLP JSON")?
+            );
+            Ok(0)
+        }
+        Some(other) => bail!("-o {other}: only json is supported (the default is the waterfall)"),
+        None => {
+            let rows = traceview::waterfall(&batches);
+            if rows.is_empty() {
+                bail!("no spans of trace {trace_id} in {} (not sampled, not exported yet, or aged out)", subjects::TRACES_STREAM);
+            }
+            print!(
+                "{}",
+                render(&trace_id, &rows, std::io::stdout().is_terminal())
+            );
+            Ok(0)
+        }
+    }
+}
+
+fn seconds(d: std::time::Duration) -> String {
+    format!("{:.3}s", d.as_secs_f64())
+}
+
+/// The waterfall: one line per span, in tree order, indented by depth; failed spans marked
+/// (and red on a terminal).
+pub fn render(trace_id: &str, rows: &[Row], color: bool) -> String {
+    let total = rows
+        .iter()
+        .map(|r| r.start_offset + r.duration)
+        .max()
+        .unwrap_or_default();
+    let mut out = format!(
+        "trace {trace_id}: {} spans over {}\n",
+        rows.len(),
+        seconds(total)
+    );
+    out.push_str(&format!(
+        "{:>9} {:>9}  {:<12} SPAN\n",
+        "START", "DURATION", "ACTOR"
+    ));
+    for row in rows {
+        let mut line = format!(
+            "{:>9} {:>9}  {:<12} {}{}",
+            seconds(row.start_offset),
+            seconds(row.duration),
+            row.actor,
+            "  ".repeat(row.depth),
+            row.name
+        );
+        if !row.attributes.is_empty() {
+            line.push_str("  ");
+            line.push_str(&row.attributes.join(" "));
+        }
+        if let Some(message) = &row.error {
+            line.push_str(&format!("  ERROR {message}"));
+            if color {
+                line = format!("\x1b[31m{line}\x1b[0m");
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
