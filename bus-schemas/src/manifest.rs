@@ -70,8 +70,8 @@ pub fn parse(text: &str) -> Result<Vec<Document>, DocumentError> {
         push_expanded(&mut out, 0, value);
         return Ok(out);
     }
-    for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = serde_yaml::Value::deserialize(doc).map_err(|e| DocumentError {
+    for (index, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
+        let value = serde_norway::Value::deserialize(doc).map_err(|e| DocumentError {
             index,
             kind: String::new(),
             name: String::new(),

@@ -912,8 +912,8 @@ mod tests {
     }
 
     #[test]
-    fn serde_yaml() {
-        let r: Resources = serde_yaml::from_str("cpu: 0.1\nmemory: 1.5Gi\n").unwrap();
+    fn yaml() {
+        let r: Resources = serde_norway::from_str("cpu: 0.1\nmemory: 1.5Gi\n").unwrap();
         assert_eq!(
             r,
             Resources {
@@ -921,7 +921,7 @@ mod tests {
                 memory: q("1536Mi")
             }
         );
-        let r: Resources = serde_yaml::from_str("cpu: 2\nmemory: \"512M\"\n").unwrap();
+        let r: Resources = serde_norway::from_str("cpu: 2\nmemory: \"512M\"\n").unwrap();
         assert_eq!(
             r,
             Resources {
@@ -929,7 +929,7 @@ mod tests {
                 memory: q("512M")
             }
         );
-        let r: Resources = serde_yaml::from_str("cpu: 100m\nmemory: 1e3\n").unwrap();
+        let r: Resources = serde_norway::from_str("cpu: 100m\nmemory: 1e3\n").unwrap();
         assert_eq!(
             r,
             Resources {
@@ -938,15 +938,15 @@ mod tests {
             }
         );
         assert_eq!(
-            serde_yaml::to_string(&r).unwrap(),
+            serde_norway::to_string(&r).unwrap(),
             "cpu: 100m\nmemory: 1k\n"
         );
-        let err = serde_yaml::from_str::<Resources>("cpu: 1 Mi\nmemory: 1\n").unwrap_err();
+        let err = serde_norway::from_str::<Resources>("cpu: 1 Mi\nmemory: 1\n").unwrap_err();
         assert!(
             err.to_string().contains("quantity \"1 Mi\" is invalid"),
             "{err}"
         );
-        let err = serde_yaml::from_str::<Resources>("cpu: .nan\nmemory: 1\n").unwrap_err();
+        let err = serde_norway::from_str::<Resources>("cpu: .nan\nmemory: 1\n").unwrap_err();
         assert!(err.to_string().contains("\"NaN\" is invalid"), "{err}");
     }
 

@@ -1322,7 +1322,7 @@ mod tests {
     fn label_selector_serde() {
         let yaml = "matchLabels:\n  app: web\nmatchExpressions:\n- key: tier\n  operator: In\n  \
                     values: [front]\n";
-        let ls: LabelSelector = serde_yaml::from_str(yaml).unwrap();
+        let ls: LabelSelector = serde_norway::from_str(yaml).unwrap();
         assert_eq!(ls.match_expressions[0], expr("tier", "In", &["front"]));
         let json = serde_json::to_string(&LabelSelector::default()).unwrap();
         assert_eq!(json, "{}");

@@ -723,7 +723,7 @@ spec:
 #[test]
 fn kubectl_manifest_decodes_strictly_and_validates() {
     use serde::Deserialize;
-    let docs: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(MANIFEST)
+    let docs: Vec<serde_json::Value> = serde_norway::Deserializer::from_str(MANIFEST)
         .map(|doc| serde_json::Value::deserialize(doc).expect("yaml"))
         .collect();
     assert_eq!(docs.len(), 3);

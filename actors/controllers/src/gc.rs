@@ -11,7 +11,8 @@
 //!   live owner are dropped;
 //! - namespaced objects whose namespace is gone are deleted; pods bound to a node that no
 //!   longer exists are deleted at once (Kubernetes' pod GC);
-//! - Namespaces themselves: see [`crate::namespace`].
+//! - Namespaces themselves are not collected here: the namespace controller
+//!   ([`crate::namespace`]) owns them and deletes their content.
 //!
 //! [`decide_owner_side`] and [`decide_dependent_side`] are the pure parts.
 //!
@@ -229,9 +230,6 @@ async fn remove_finalizer<K: Resource>(
 }
 
 pub async fn reconcile<K: Resource>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
-    if let Some(ns) = (obj.as_ref() as &dyn Any).downcast_ref::<Namespace>() {
-        return crate::namespace::reconcile(ns, &ctx).await;
-    }
     let meta = obj.meta();
     // Owner side.
     if meta.is_deleting() && !meta.finalizers.is_empty() {
@@ -335,39 +333,47 @@ pub async fn reconcile<K: Resource>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action
     Ok(Action::AwaitChange)
 }
 
-/// Runs one GC loop per kind until `shutdown`, fed by every kind's changes: an owner being
-/// deleted enqueues its dependents, a dependent going enqueues owners waiting on it, and any
-/// object going in a terminating namespace enqueues the namespace.
+/// Runs one GC loop per collected kind until `shutdown`, fed by every kind's changes: an
+/// owner being deleted enqueues its dependents, a dependent going enqueues owners waiting on
+/// it.
 pub async fn run(ctx: Arc<Ctx>, shutdown: Shutdown) {
     let mut queues: HashMap<&'static str, Arc<WorkQueue<ObjectKey>>> = HashMap::new();
-    for info in KINDS {
+    for info in KINDS.iter().filter(|k| collected(k.kind)) {
         queues.insert(info.kind, WorkQueue::new(Default::default()));
     }
     let queues = Arc::new(queues);
     let mut tasks = Vec::new();
     for info in KINDS {
         with_kind!(info.kind, K => {
+            // Every kind's deletions route work, Namespaces' included (a namespace can own).
             tasks.push(tokio::spawn(route_changes::<K>(ctx.clone(), queues.clone())));
-            let mut config = ControllerConfig::new("garbage-collector");
-            config.concurrency = ctx.tunables.concurrency;
-            config.resync = ctx.tunables.resync;
-            let queue = queues[K::INFO.kind].clone();
-            let informer = ctx.informers.get::<K>();
-            let sd = shutdown.clone();
-            tasks.push(tokio::spawn(controller::run(
-                config,
-                informer,
-                queue,
-                ctx.clone(),
-                reconcile::<K>,
-                sd.wait(),
-            )));
+            if let Some(queue) = queues.get(K::INFO.kind) {
+                let mut config = ControllerConfig::new("garbage-collector");
+                config.concurrency = ctx.tunables.concurrency;
+                config.resync = ctx.tunables.resync;
+                let informer = ctx.informers.get::<K>();
+                let sd = shutdown.clone();
+                tasks.push(tokio::spawn(controller::run(
+                    config,
+                    informer,
+                    queue.clone(),
+                    ctx.clone(),
+                    reconcile::<K>,
+                    sd.wait(),
+                )));
+            }
         }, _ => {})
     }
     shutdown.wait().await;
     for t in tasks {
         t.abort();
     }
+}
+
+/// Namespaces have a controller of their own, whose finalizer guards their content; GC
+/// acting on them too would race it.
+fn collected(kind: &str) -> bool {
+    kind != Namespace::INFO.kind
 }
 
 async fn route_changes<K: Resource>(
@@ -397,7 +403,9 @@ async fn route_changes<K: Resource>(
             }, _ => {})
         }
         if !meta.finalizers.is_empty() {
-            queues[K::INFO.kind].add(change.key.clone());
+            if let Some(q) = queues.get(K::INFO.kind) {
+                q.add(change.key.clone());
+            }
         }
         // Owners waiting in foreground deletion for this dependent.
         for r in &meta.owner_references {
@@ -407,10 +415,6 @@ async fn route_changes<K: Resource>(
                     r.name.clone(),
                 ));
             }
-        }
-        // A terminating namespace waiting for its content.
-        if K::INFO.namespaced {
-            queues[Namespace::INFO.kind].add(ObjectKey::new("", meta.namespace.clone()));
         }
     }
 }

@@ -9,7 +9,8 @@
 //!   writes to make, unit-tested without NATS) and an async `reconcile` that gathers inputs
 //!   from the informer caches and performs the writes through the API:
 //!   [`replicaset`], [`deployment`], [`daemonset`], [`job`], [`endpoints`], [`gc`], [`namespace`],
-//!   [`nodelifecycle`]. The Deployment controller is a directory with one file per part
+//!   [`nodelifecycle`]. GC runs one loop per kind except Namespaces, which the namespace
+//!   controller owns with a loop of its own. The Deployment controller is a directory with one file per part
 //!   (hashing and naming, strategies, progress, history, rollback), as Kubernetes splits it.
 //! - A failed reconcile is retried by the work queue with per-key back-off
 //!   ([`shoal_bus::backoff`]); there is no per-controller error policy.
@@ -211,6 +212,7 @@ fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
         nodelifecycle::start(&ctx, &sd),
         endpoints::start(&ctx, &sd),
         endpoints::start_cleanup(&ctx, &sd),
+        namespace::start(&ctx, &sd),
         tokio::spawn(gc::run(ctx.clone(), sd.clone())),
     ]
 }

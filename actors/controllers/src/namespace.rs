@@ -6,18 +6,29 @@
 //! deleted (every namespaced kind); once nothing is left the finalizer is removed and the API
 //! removes the namespace.
 //!
+//! Triggers: its own Namespaces, and every namespaced object being deleted in a terminating
+//! namespace (the namespace waits for its content to go before dropping the finalizer).
+//!
 //! NOTE: an API-side default finalizer at namespace creation would close that window; see
 //! the crate report.
+
+use std::sync::Arc;
 
 use bus_schemas::kinds::{Namespace, KINDS};
 use bus_schemas::selector::Selector;
 use bus_schemas::{with_kind, Resource};
-use shoal_bus::controller::Action;
+use shoal_bus::controller::{self, Action};
+use shoal_bus::shutdown::Shutdown;
+use shoal_bus::workqueue::WorkQueue;
+use shoal_bus::ObjectKey;
+use tokio::task::JoinHandle;
 
 use crate::context::Ctx;
 use crate::error::ReconcileError;
 use crate::gc::delete_any;
+use crate::spawn;
 
+pub const NAME: &str = "namespace";
 pub const FINALIZER: &str = "shoal.io/namespace-content";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,12 +73,12 @@ fn content(ctx: &Ctx, namespace: &str) -> Vec<(&'static str, String, bool)> {
     out
 }
 
-pub async fn reconcile(ns: &Namespace, ctx: &Ctx) -> Result<Action, ReconcileError> {
+pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
     let name = &ns.metadata.name;
-    match decide(ns, &content(ctx, name)) {
+    match decide(&ns, &content(&ctx, name)) {
         NamespaceStep::Nothing => Ok(Action::AwaitChange),
         NamespaceStep::AddFinalizer | NamespaceStep::RemoveFinalizer => {
-            let mut next = ns.clone();
+            let mut next = ns.as_ref().clone();
             if next.metadata.is_deleting() {
                 next.metadata.finalizers.retain(|f| f != FINALIZER);
             } else {
@@ -82,11 +93,35 @@ pub async fn reconcile(ns: &Namespace, ctx: &Ctx) -> Result<Action, ReconcileErr
         NamespaceStep::DeleteContent { delete, remaining } => {
             tracing::debug!(namespace = %name, remaining, "deleting namespace content");
             for (kind, obj) in &delete {
-                delete_any(ctx, kind, name, obj, None, None).await?;
+                delete_any(&ctx, kind, name, obj, None, None).await?;
             }
             Ok(Action::RequeueAfter(std::time::Duration::from_millis(500)))
         }
     }
+}
+
+/// Triggers: its Namespaces, and any namespaced object being deleted in a namespace that
+/// is terminating (each deletion may be the last thing it waits for).
+pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
+    let queue = WorkQueue::new(Default::default());
+    for info in KINDS.iter().filter(|k| k.namespaced) {
+        with_kind!(info.kind, K => {
+            let namespaces = ctx.namespaces.clone();
+            controller::feed_mapped(&ctx.informers.get::<K>(), queue.clone(), move |_, obj: &K| {
+                let meta = obj.meta();
+                let terminating = meta.is_deleting()
+                    && namespaces
+                        .get("", &meta.namespace)
+                        .is_some_and(|ns| ns.metadata.is_deleting());
+                if terminating {
+                    vec![ObjectKey::new("", meta.namespace.clone())]
+                } else {
+                    Vec::new()
+                }
+            });
+        }, _ => {})
+    }
+    spawn(NAME, ctx.namespaces.clone(), queue, ctx, reconcile, sd)
 }
 
 #[cfg(test)]

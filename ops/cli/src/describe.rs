@@ -42,7 +42,7 @@ fn section(title: &str, value: Option<&Value>) {
         return;
     }
     println!("{title}:");
-    let yaml = serde_yaml::to_string(value).unwrap_or_default();
+    let yaml = serde_norway::to_string(value).unwrap_or_default();
     for line in yaml.lines() {
         println!("  {line}");
     }

@@ -20,9 +20,9 @@ pub fn print_objects(format: &str, info: &KindInfo, objects: &[Value], single: b
     match format {
         "yaml" => {
             if single && objects.len() == 1 {
-                print!("{}", serde_yaml::to_string(&objects[0])?);
+                print!("{}", serde_norway::to_string(&objects[0])?);
             } else {
-                print!("{}", serde_yaml::to_string(&as_list(objects))?);
+                print!("{}", serde_norway::to_string(&as_list(objects))?);
             }
         }
         "json" => {

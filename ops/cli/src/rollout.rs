@@ -329,7 +329,7 @@ async fn history(session: &Session, args: RolloutHistoryArgs) -> Result<i32> {
             );
         };
         println!("{} with revision #{revision}", display(info, &name));
-        print!("{}", serde_yaml::to_string(&rs.spec.template)?);
+        print!("{}", serde_norway::to_string(&rs.spec.template)?);
         return Ok(0);
     }
     println!("{}", display(info, &name));
