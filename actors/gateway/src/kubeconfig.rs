@@ -22,7 +22,7 @@ pub fn render(server: &str, ca_pem: Option<&str>) -> String {
         "current-context": "shoal",
         "preferences": {},
     });
-    serde_yaml::to_string(&config).unwrap_or_default()
+    serde_norway::to_string(&config).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -30,7 +30,7 @@ mod tests {
     #[test]
     fn names_the_shoal_context() {
         let text = super::render("https://127.0.0.1:6443", Some("PEM"));
-        let v: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+        let v: serde_json::Value = serde_norway::from_str(&text).unwrap();
         assert_eq!(v["current-context"], "shoal");
         assert_eq!(
             v["clusters"][0]["cluster"]["server"],

@@ -67,7 +67,7 @@ pub fn parse_body(req: &Request) -> Result<Value, Status> {
         return Err(bad_request("", "the request body is empty"));
     }
     if req.content_type().contains("yaml") {
-        return serde_yaml::from_slice(&req.body)
+        return serde_norway::from_slice(&req.body)
             .map_err(|e| bad_request("", format!("the request body is not valid YAML: {e}")));
     }
     let mut de = serde_json::Deserializer::from_slice(&req.body);
@@ -389,7 +389,7 @@ async fn server_side_apply(
     name: &str,
 ) -> Response {
     let result = async {
-        let mut value: Value = serde_yaml::from_slice(&req.body).map_err(|e| {
+        let mut value: Value = serde_norway::from_slice(&req.body).map_err(|e| {
             bad_request(
                 "",
                 format!("the apply patch is not valid YAML or JSON: {e}"),

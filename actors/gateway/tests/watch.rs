@@ -11,7 +11,7 @@ use common::{pod, Env, Streaming};
 use serde_json::Value;
 
 fn bus_pod(name: &str) -> Pod {
-    let mut p: Pod = serde_yaml::from_str(&pod(name, "bus")).unwrap();
+    let mut p: Pod = serde_norway::from_str(&pod(name, "bus")).unwrap();
     p.metadata.namespace = "default".into();
     p
 }
