@@ -225,10 +225,30 @@ async fn apply_keeps_what_label_and_annotate_added_and_patches_merge() {
         || async { !env.ok(&["get", "rs", "-o", "name"]).await.is_empty() },
     );
     rs.await;
+    // NOTE: without --wait=false kubectl's own wait for the deletion hung in about half of
+    // the runs under load (its watch missed the tombstone); the deletion itself is checked
+    // below with a deadline. TODO(#15): find the missed event in the gateway's watch.
     let deleted = env
-        .ok(&["delete", "deploy", "web", "--cascade=orphan"])
+        .ok(&[
+            "delete",
+            "deploy",
+            "web",
+            "--cascade=orphan",
+            "--wait=false",
+        ])
         .await;
     assert!(deleted.contains("deleted"), "{deleted}");
+    common::eventually(
+        "the orphaned Deployment is gone",
+        std::time::Duration::from_secs(30),
+        || async {
+            env.kubectl(&["get", "deploy", "web"])
+                .await
+                .stderr
+                .contains("NotFound")
+        },
+    )
+    .await;
     let orphans = env.ok(&["get", "rs", "-o", "name"]).await;
     assert!(
         !orphans.is_empty(),
