@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use bus_schemas::subjects::HEADER_CODE;
+use bus_schemas::subjects::{self, HEADER_CODE};
 use shoal_bus::{StoreError, Written};
 use shoal_telemetry::metrics::label;
 use shoal_telemetry::{metrics, propagation};
@@ -13,11 +13,11 @@ use tracing::field::Empty;
 /// Kind and verb of a request subject, as metric labels: `shoal.v1.api.<kind>.<verb>`, or
 /// `node` and the report for `shoal.v1.node.<node>.<report>`.
 pub fn kind_and_verb(subject: &str) -> (&str, &str) {
-    if let Some(rest) = subject.strip_prefix("shoal.v1.api.") {
-        return rest.split_once('.').unwrap_or((rest, ""));
+    if let Some((kind, verb)) = subjects::parse_api(subject) {
+        return (kind, verb.map_or("unknown", |v| v.as_str()));
     }
-    if let Some(rest) = subject.strip_prefix("shoal.v1.node.") {
-        return ("node", rest.rsplit_once('.').map_or(rest, |(_, what)| what));
+    if let Ok((_, report)) = subjects::parse_node_report(subject) {
+        return ("node", report.as_str());
     }
     ("unknown", "")
 }
@@ -115,13 +115,14 @@ pub fn event_traceparent(from_request: Option<&str>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::kind_and_verb;
+    use bus_schemas::subjects::{node_report, NodeReport};
 
     #[test]
     fn subjects_become_kind_and_verb_labels() {
         assert_eq!(kind_and_verb("shoal.v1.api.pod.create"), ("pod", "create"));
         assert_eq!(
-            kind_and_verb("shoal.v1.node.n%2E1.pod-status"),
-            ("node", "pod-status")
+            kind_and_verb(&node_report("n.1", NodeReport::PodStatus)),
+            ("node", NodeReport::PodStatus.as_str())
         );
         assert_eq!(kind_and_verb("elsewhere"), ("unknown", ""));
     }

@@ -110,7 +110,8 @@ async fn apply_one<K: Resource>(api: &ApiClient, doc: &Document, force: bool) ->
         outcome = tracing::field::Empty,
         resource_version = tracing::field::Empty,
     );
-    let (applied, outcome) = tracing::Instrument::instrument(api.apply(&obj, force), span.clone()).await?;
+    let (applied, outcome) =
+        tracing::Instrument::instrument(api.apply(&obj, force), span.clone()).await?;
     span.record("outcome", outcome.as_str());
     span.record("resource_version", applied.meta().resource_version.as_str());
     Ok(format!(
