@@ -4,42 +4,20 @@
 //! the API under the scheduler's field manager where a test needs a bound pod).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use bus_schemas::kinds::{Deployment, Pod};
 use shoal_api::local::{eventually, LocalCluster};
 
-const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+mod common;
+
+use common::{shoal_at, Out};
+
 const T: Duration = Duration::from_secs(30);
 
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `shoal ARGS` against the cluster, off the test's runtime (it is a blocking wait).
+/// Runs `shoal ARGS` against the cluster.
 async fn shoal(cluster: &LocalCluster, args: &[&str]) -> Out {
-    let url = cluster.url();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(SHOAL)
-            .args(&args)
-            .env("SHOAL_NATS", url)
-            .env_remove("SHOAL_LOG")
-            .output()
-            .expect("run shoal");
-        let out = Out {
-            ok: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        };
-        eprintln!("$ shoal {}\n{}{}", args.join(" "), out.stdout, out.stderr);
-        out
-    })
-    .await
-    .unwrap()
+    shoal_at(cluster.url(), args).await
 }
 
 async fn succeeds(cluster: &LocalCluster, args: &[&str]) -> String {

@@ -6,7 +6,6 @@
 //! ready through the API and publishing their usage on the metrics subject, exactly as an
 //! agent would, so the autoscaler acts on real bus traffic.
 
-use std::process::Command;
 use std::time::Duration;
 
 use bus_schemas::api::{ListOptions, PodMetrics};
@@ -16,29 +15,15 @@ use bus_schemas::{codec, subjects};
 use shoal_api::local::{eventually, LocalCluster};
 use shoal_bus::shutdown;
 
-const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+mod common;
+
+use common::shoal_at;
+
 const T: Duration = Duration::from_secs(60);
 
 async fn shoal(url: &str, args: &[&str]) -> (bool, String) {
-    let url = url.to_string();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(SHOAL)
-            .args(&args)
-            .env("SHOAL_NATS", url)
-            .env_remove("SHOAL_LOG")
-            .output()
-            .expect("run shoal");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        eprintln!(
-            "$ shoal {}\n{stdout}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), stdout)
-    })
-    .await
-    .unwrap()
+    let out = shoal_at(url.to_string(), args).await;
+    (out.ok, out.stdout)
 }
 
 /// Pods of `app=web` marked Running and Ready (long since), as their node would report.

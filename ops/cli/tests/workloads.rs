@@ -23,7 +23,10 @@ use shoal_bus::shutdown::{self, Trigger};
 use shoal_bus::ApiClient;
 use shoal_controllers::{ControllersConfig, Tunables};
 
-const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+mod common;
+
+use common::{shoal_at, Out, SHOAL};
+
 /// Bound on every wait; generous for a loaded 2-core machine.
 const T: Duration = Duration::from_secs(60);
 
@@ -66,12 +69,6 @@ impl Env {
     }
 }
 
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `shoal ARGS` and asserts it failed with `needle` in its stderr.
 async fn fails_with(env: &Env, args: &[&str], needle: &str) -> Out {
     let out = shoal(env, args).await;
@@ -86,27 +83,9 @@ async fn succeeds_with(env: &Env, args: &[&str], needle: &str) -> Out {
     out
 }
 
-/// Runs `shoal ARGS` against the cluster, off the test's runtime (it is a blocking wait).
+/// Runs `shoal ARGS` against the test's cluster.
 async fn shoal(env: &Env, args: &[&str]) -> Out {
-    let url = env.url();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(SHOAL)
-            .args(&args)
-            .env("SHOAL_NATS", url)
-            .env_remove("SHOAL_LOG")
-            .output()
-            .expect("run shoal");
-        let out = Out {
-            ok: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        };
-        eprintln!("$ shoal {}\n{}{}", args.join(" "), out.stdout, out.stderr);
-        out
-    })
-    .await
-    .unwrap()
+    shoal_at(env.url(), args).await
 }
 
 fn from_json<K: Resource>(v: serde_json::Value) -> K {
