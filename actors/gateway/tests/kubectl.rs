@@ -381,3 +381,81 @@ async fn bad_input_is_refused_with_a_field_path_and_nothing_is_written() {
         "{unknown}"
     );
 }
+
+/// `kubectl apply --server-side` through the API's field managers: a re-apply keeps what
+/// another writer added, a second manager changing a field the first owns gets a Conflict
+/// naming the field and its owner and nothing is written, `--force-conflicts` takes the field
+/// over, and the ownership shows with `--show-managed-fields`.
+#[actix::test]
+async fn server_side_apply_merges_and_names_conflicting_fields_and_their_manager() {
+    let env = Env::start().await;
+    let file = env.write_file("deploy.yaml", DEPLOYMENT);
+    let applied = env.ok(&["apply", "--server-side", "-f", &file]).await;
+    assert!(
+        applied.contains("deployment.apps/web serverside-applied"),
+        "{applied}"
+    );
+    env.ok(&["label", "deploy", "web", "team=blue"]).await;
+    env.ok(&["apply", "--server-side", "-f", &file]).await;
+    let replicas_and_team = "jsonpath={.spec.replicas} {.metadata.labels.team}";
+    let before = env
+        .ok(&["get", "deploy", "web", "-o", replicas_and_team])
+        .await;
+    assert_eq!(before, "2 blue", "the re-apply keeps kubectl-label's label");
+
+    let other = env.write_file(
+        "other.yaml",
+        &DEPLOYMENT.replace("replicas: 2", "replicas: 5"),
+    );
+    let conflict = env
+        .fails(&[
+            "apply",
+            "--server-side",
+            "--field-manager=ops",
+            "-f",
+            &other,
+        ])
+        .await;
+    assert!(
+        conflict.contains("conflict with \"kubectl\"") && conflict.contains(".spec.replicas"),
+        "{conflict}"
+    );
+    let unchanged = env
+        .ok(&["get", "deploy", "web", "-o", replicas_and_team])
+        .await;
+    assert_eq!(unchanged, "2 blue", "a conflict writes nothing");
+
+    env.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=ops",
+        "--force-conflicts",
+        "-f",
+        &other,
+    ])
+    .await;
+    let forced = env
+        .ok(&["get", "deploy", "web", "-o", replicas_and_team])
+        .await;
+    assert_eq!(forced, "5 blue");
+    let yaml = env
+        .ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "yaml",
+            "--show-managed-fields",
+        ])
+        .await;
+    for expected in [
+        "manager: ops",
+        "operation: Apply",
+        "f:replicas",
+        "manager: kubectl-label",
+    ] {
+        assert!(yaml.contains(expected), "{expected} missing from:\n{yaml}");
+    }
+    let plain = env.ok(&["get", "deploy", "web", "-o", "yaml"]).await;
+    assert!(!plain.contains("managedFields"), "{plain}");
+}
