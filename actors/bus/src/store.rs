@@ -8,6 +8,7 @@
 //!
 //! Only the API actors call the write half of this module.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, context::PublishErrorKind, stream};
@@ -331,10 +332,13 @@ impl Store {
             .await
             .map_err(StoreError::unavailable)?
             .num_pending;
-        let mut items = Vec::new();
+        // By subject: the consumer goes on past its snapshot, so a subject written while the
+        // list runs arrives again (a newer version, or its tombstone), and only the newest
+        // version may stay listed.
+        let mut items: HashMap<String, RawEvent> = HashMap::new();
         let mut revision = floor;
         if pending == 0 {
-            return Ok((items, revision));
+            return Ok((Vec::new(), revision));
         }
         let mut messages = consumer.messages().await.map_err(StoreError::unavailable)?;
         let deadline = Duration::from_secs(30);
@@ -353,13 +357,17 @@ impl Store {
                 msg.headers.as_ref().unwrap_or(&HeaderMap::new()),
                 msg.payload.clone(),
             );
-            if !raw.is_tombstone() {
-                items.push(raw);
+            if raw.is_tombstone() {
+                items.remove(&raw.subject);
+            } else {
+                items.insert(raw.subject.clone(), raw);
             }
             if remaining == 0 {
                 break;
             }
         }
+        let mut items: Vec<RawEvent> = items.into_values().collect();
+        items.sort_by_key(|raw| raw.revision);
         Ok((items, revision))
     }
 }
