@@ -6,9 +6,11 @@
 //! - `pods`: pod create → Running latency on a real node, through a watch.
 //! - `stats`: percentiles and rates.
 //! - `tracing_mode`: untraced, or traced as `shoal up` is (for `bench_tracing`).
+//! - `chaos`: a three-host R3 cluster under churn and faults, and a history checker.
 //! - `src/bin/`: the runtime, scheduling and hollow-node benchmarks.
 
 mod api;
+mod chaos;
 mod control_plane;
 mod pods;
 mod raw;
@@ -38,6 +40,8 @@ enum Command {
     Api(api::ApiArgs),
     /// Pod create → Running on a real node (scheduler + agent + containers), p50/p99.
     Pods(pods::PodsArgs),
+    /// A three-host NATS cluster at R3 under churn and faults; checks the history after.
+    Chaos(chaos::ChaosArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -45,5 +49,6 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Api(args) => api::run(args),
         Command::Pods(args) => pods::run(args),
+        Command::Chaos(args) => chaos::run(args),
     }
 }

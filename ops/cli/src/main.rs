@@ -16,6 +16,7 @@
 
 mod apply;
 mod cli;
+mod cluster;
 mod delete;
 mod describe;
 mod exec;
