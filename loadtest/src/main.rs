@@ -5,6 +5,7 @@
 //!   stream, p99 at a fixed offered rate, and list-by-selector latency.
 //! - `pods`: pod create → Running latency on a real node, through a watch.
 //! - `stats`: percentiles and rates.
+//! - `tracing_mode`: untraced, or traced as `shoal up` is (for `bench_tracing`).
 //! - `src/bin/`: the runtime, scheduling and hollow-node benchmarks.
 
 mod api;
@@ -12,6 +13,7 @@ mod control_plane;
 mod pods;
 mod raw;
 mod stats;
+mod tracing_mode;
 
 use clap::{Parser, Subcommand};
 
@@ -39,12 +41,7 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    let _tracing = tracing_mode::init("loadtest");
     match Cli::parse().command {
         Command::Api(args) => api::run(args),
         Command::Pods(args) => pods::run(args),

@@ -9,7 +9,7 @@
 //!   writes to make, unit-tested without NATS) and an async `reconcile` that gathers inputs
 //!   from the informer caches and performs the writes through the API:
 //!   [`replicaset`], [`deployment`], [`daemonset`], [`job`], [`endpoints`], [`gc`], [`namespace`],
-//!   [`nodelifecycle`]. GC runs one loop per kind except Namespaces, which the namespace
+//!   [`nodelifecycle`], [`podgc`]. GC runs one loop per kind except Namespaces, which the namespace
 //!   controller owns with a loop of its own. The Deployment controller is a directory with one file per part
 //!   (hashing and naming, strategies, progress, history, rollback), as Kubernetes splits it.
 //! - A failed reconcile is retried by the work queue with per-key back-off
@@ -35,6 +35,7 @@ pub mod gc;
 pub mod job;
 pub mod namespace;
 pub mod nodelifecycle;
+pub mod podgc;
 pub mod podutil;
 pub mod replicaset;
 
@@ -213,6 +214,7 @@ fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
         endpoints::start(&ctx, &sd),
         endpoints::start_cleanup(&ctx, &sd),
         namespace::start(&ctx, &sd),
+        podgc::start(&ctx, &sd),
         tokio::spawn(gc::run(ctx.clone(), sd.clone())),
     ]
 }
