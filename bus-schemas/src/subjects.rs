@@ -237,14 +237,17 @@ pub enum NodeReport {
     NodeStatus,
     /// Empty: renews the node's Lease.
     Heartbeat,
+    /// An Event about a pod bound to the node (a lifecycle hook failed).
+    PodEvent,
 }
 
 impl NodeReport {
-    pub const ALL: [NodeReport; 4] = [
+    pub const ALL: [NodeReport; 5] = [
         NodeReport::PodStatus,
         NodeReport::PodDelete,
         NodeReport::NodeStatus,
         NodeReport::Heartbeat,
+        NodeReport::PodEvent,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -253,6 +256,7 @@ impl NodeReport {
             NodeReport::PodDelete => "pod-delete",
             NodeReport::NodeStatus => "node-status",
             NodeReport::Heartbeat => "heartbeat",
+            NodeReport::PodEvent => "pod-event",
         }
     }
 
@@ -270,7 +274,7 @@ pub enum NodeSubjectError {
     Malformed(String),
     #[error(transparent)]
     Token(#[from] TokenError),
-    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status or heartbeat")]
+    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status, heartbeat or pod-event")]
     UnknownReport(String),
 }
 

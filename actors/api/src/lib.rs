@@ -5,6 +5,7 @@
 //! imports one that imports it back.
 //! - [`actor`]: the actix adapter: subscriptions in, replies out, one task per request, lanes.
 //! - [`server`]: routing by subject to verb and kind; node reports.
+//! - [`node_events`]: a node's Events about pods bound to it (checked against the binding).
 //! - the verbs: [`write`] (create, update, update-status, patch; the shared
 //!   `prepare_spec_change` every change of spec goes through; writes that name a field
 //!   manager record what they changed in `metadata.managedFields`), [`apply`] (server-side
@@ -46,6 +47,7 @@ pub mod field_manager;
 #[cfg(feature = "test-support")]
 pub mod local;
 pub mod merge_patch;
+pub mod node_events;
 pub mod read;
 pub mod reply;
 pub mod request;

@@ -8,6 +8,7 @@ use super::common::{
     check_unique, env_var_name, forbidden, iana_svc_name, invalid_value, is_false, is_zero_i32,
     not_found, not_supported, validate_port_number,
 };
+use super::lifecycle::Lifecycle;
 use super::probe::{Probe, ProbeKind};
 use crate::quantity::Quantity;
 use crate::status::Cause;
@@ -42,6 +43,11 @@ pub struct Container {
     pub readiness_probe: Option<Probe>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_probe: Option<Probe>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Lifecycle>,
+    /// Only `Always`, only on init containers: makes them sidecars (see [`super::lifecycle`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub restart_policy: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
     /// `File` or `FallbackToLogsOnError`.
@@ -239,6 +245,9 @@ impl Container {
         {
             probe.apply_defaults();
         }
+        if let Some(lifecycle) = &mut self.lifecycle {
+            lifecycle.apply_defaults();
+        }
     }
 
     /// Validates one container at `path` (`spec.containers[0]`); `volumes` are the pod's
@@ -374,9 +383,12 @@ impl Container {
         for (field, probe, kind) in probes {
             let Some(probe) = probe else { continue };
             let at = format!("{path}.{field}");
-            if is_init {
+            if is_init && !self.is_sidecar() {
                 // Init containers run to completion; nothing would act on a probe's verdict.
-                causes.push(forbidden(&at, "may not be set for init containers"));
+                causes.push(forbidden(
+                    &at,
+                    "may not be set for init containers without restartPolicy=Always",
+                ));
             } else {
                 causes.extend(probe.validate(&at, kind));
             }

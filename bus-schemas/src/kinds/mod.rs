@@ -21,6 +21,7 @@ pub mod affinity;
 pub mod common;
 pub mod container;
 pub mod intstr;
+pub mod lifecycle;
 pub mod pod_spec;
 pub mod probe;
 pub mod template;

@@ -160,7 +160,11 @@ impl AgentCtx {
 
     /// Sends one report and waits at most [`REPORT_TIMEOUT`] for the answer; the API drops
     /// a report it could only start on later, as nobody waits for it any more.
-    async fn report(&self, what: NodeReport, body: Vec<u8>) -> Result<bytes::Bytes, String> {
+    pub(crate) async fn report(
+        &self,
+        what: NodeReport,
+        body: Vec<u8>,
+    ) -> Result<bytes::Bytes, String> {
         let subject = subjects::node_report(&self.config.node_name, what);
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(

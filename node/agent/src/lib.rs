@@ -9,6 +9,12 @@
 //! - [`spec`]: Pod → runtime sandbox and container specs.
 //! - [`status`]: observed state → PodStatus (phase, conditions, container statuses).
 //! - [`probes`]: startup/liveness/readiness state machines and probe execution.
+//! - [`hooks`]: postStart and preStop handlers (exec, httpGet, sleep), and stopping a
+//!   container with its preStop hook inside the grace period.
+//! - [`sidecars`]: the rules of restartable init containers (start order, readiness, stop
+//!   after the main containers).
+//! - [`termination`]: a container's termination message (its file, or its log's tail).
+//! - [`events`]: Events about this node's pods, sent as `pod-event` reports.
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
 //! - [`telemetry`]: log shipping, usage samples, exec requests.
 //! - [`traces`]: the spans of a pod's start and the node's Prometheus metrics.
@@ -19,15 +25,19 @@
 
 pub mod agent;
 pub mod backend;
+pub mod events;
+pub mod hooks;
 pub mod hostnet;
 pub mod machine;
 pub mod netsetup;
 pub mod probes;
 pub mod proxy;
 pub mod registry;
+pub mod sidecars;
 pub mod spec;
 pub mod status;
 pub mod telemetry;
+pub mod termination;
 pub mod traces;
 pub mod worker;
 
