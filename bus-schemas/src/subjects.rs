@@ -37,6 +37,10 @@ pub const IMAGE_STORE: &str = "shoal-images";
 /// The token that stands for an empty namespace (cluster-scoped kinds).
 pub const CLUSTER_SCOPE_TOKEN: &str = "_";
 
+/// Sets the controllers' clock when `shoal up` runs with `SHOAL_TEST_CLOCK=bus` (tests only):
+/// request payload an RFC 3339 time, reply `ok`.
+pub const TEST_CLOCK: &str = "shoal.v1.test.clock";
+
 /// Header naming the event type on object subjects: ADDED, MODIFIED or DELETED.
 pub const HEADER_EVENT: &str = "Shoal-Event";
 /// Header carrying the HTTP-style result code on API replies (absent or 2xx means success).

@@ -2,6 +2,8 @@
 //! (`default_fields`) and its validation (`validate_fields`, `validate_update_fields`), and
 //! implements [`crate::Resource`] through `spec_status_resource!` or `body_resource!`.
 
+pub mod controllerrevision;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
@@ -15,6 +17,7 @@ pub mod pod;
 pub mod priorityclass;
 pub mod replicaset;
 pub mod service;
+pub mod statefulset;
 
 // Types shared by several kinds.
 pub mod affinity;
@@ -26,6 +29,8 @@ pub mod pod_spec;
 pub mod probe;
 pub mod template;
 
+pub use controllerrevision::ControllerRevision;
+pub use cronjob::CronJob;
 pub use daemonset::DaemonSet;
 pub use deployment::Deployment;
 pub use endpoints::Endpoints;
@@ -39,6 +44,7 @@ pub use pod::Pod;
 pub use priorityclass::PriorityClass;
 pub use replicaset::ReplicaSet;
 pub use service::Service;
+pub use statefulset::StatefulSet;
 
 pub use affinity::{Affinity, Toleration};
 pub use common::ObjectReference;
@@ -58,7 +64,10 @@ pub const KINDS: &[KindInfo] = &[
     ReplicaSet::INFO,
     Deployment::INFO,
     DaemonSet::INFO,
+    StatefulSet::INFO,
+    ControllerRevision::INFO,
     Job::INFO,
+    CronJob::INFO,
     Service::INFO,
     Endpoints::INFO,
     Event::INFO,
@@ -108,8 +117,20 @@ macro_rules! with_kind {
                 type $K = __k::DaemonSet;
                 $body
             }
+            "StatefulSet" => {
+                type $K = __k::StatefulSet;
+                $body
+            }
+            "ControllerRevision" => {
+                type $K = __k::ControllerRevision;
+                $body
+            }
             "Job" => {
                 type $K = __k::Job;
+                $body
+            }
+            "CronJob" => {
+                type $K = __k::CronJob;
                 $body
             }
             "Service" => {
@@ -172,6 +193,8 @@ mod tests {
             ("ev", "Event"),
             ("pc", "PriorityClass"),
             ("jobs", "Job"),
+            ("cj", "CronJob"),
+            ("sts", "StatefulSet"),
             ("leases", "Lease"),
         ] {
             assert_eq!(lookup(name).map(|k| k.kind), Some(kind), "{name}");

@@ -73,6 +73,8 @@ pub enum Command {
     Scale(ScaleArgs),
     /// Create a HorizontalPodAutoscaler for a Deployment or ReplicaSet.
     Autoscale(AutoscaleArgs),
+    /// Create an object from the command line (`job NAME --from=cronjob/NAME`).
+    Create(crate::create::CreateArgs),
     /// Mark a node unschedulable: new pods are no longer placed on it.
     Cordon(NodeNameArgs),
     /// Mark a node schedulable again.

@@ -17,6 +17,7 @@
 mod apply;
 mod cli;
 mod cluster;
+mod create;
 mod delete;
 mod describe;
 mod exec;
@@ -32,6 +33,7 @@ mod observe;
 mod output;
 mod remote;
 mod rollout;
+mod rollout_sts;
 mod scale;
 mod table;
 mod top;
@@ -181,6 +183,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                         Command::Rollout { command } => rollout::run(&session, command).await,
                         Command::Scale(a) => scale::run(&session, a).await,
                         Command::Autoscale(a) => hpa::autoscale(&session, a).await,
+                        Command::Create(a) => create::run(&session, a).await,
                         Command::Cordon(a) => nodes::cordon(&session, &a.node, true).await,
                         Command::Uncordon(a) => nodes::cordon(&session, &a.node, false).await,
                         Command::Drain(a) => nodes::drain(&session, a).await,

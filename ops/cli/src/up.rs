@@ -192,6 +192,14 @@ pub async fn run(args: UpArgs) -> Result<()> {
             informers: Some(informers.clone()),
             ..Default::default()
         };
+        // Tests that drive CronJobs through minutes set the controllers' clock over the bus.
+        if std::env::var("SHOAL_TEST_CLOCK").as_deref() == Ok("bus") {
+            config.tunables.clock =
+                shoal_controllers::clock::Clock::from_bus(nats.clone(), chrono::Utc::now())
+                    .await
+                    .map_err(anyhow::Error::msg)
+                    .context("SHOAL_TEST_CLOCK=bus: subscribing to the test clock")?;
+        }
         // A joined cluster may run several controller processes: only the lease holder
         // acts, the others stand by (two active sets would fight over every pod).
         if args.join.is_some() {
