@@ -312,7 +312,11 @@ mod tests {
     fn forbid_waits_for_the_running_job() {
         let cj = cronjob("* * * * *", "Forbid");
         let running = job(&cj, "01", None);
-        let d = decide(&cj, &[running.clone()], at("2026-12-01T10:02:05Z"));
+        let d = decide(
+            &cj,
+            std::slice::from_ref(&running),
+            at("2026-12-01T10:02:05Z"),
+        );
         assert_eq!(d.start, None);
         assert_eq!(d.status.active.len(), 1);
         assert!(d.events.iter().any(|e| e.1 == "JobAlreadyActive"));
@@ -325,11 +329,19 @@ mod tests {
     fn allow_runs_alongside_and_replace_deletes_the_running_job() {
         let cj = cronjob("* * * * *", "Allow");
         let running = job(&cj, "01", None);
-        let d = decide(&cj, &[running.clone()], at("2026-12-01T10:02:05Z"));
+        let d = decide(
+            &cj,
+            std::slice::from_ref(&running),
+            at("2026-12-01T10:02:05Z"),
+        );
         assert!(d.start.is_some() && d.replace.is_empty());
         assert_eq!(d.status.active.len(), 2);
         let cj = cronjob("* * * * *", "Replace");
-        let d = decide(&cj, &[running.clone()], at("2026-12-01T10:02:05Z"));
+        let d = decide(
+            &cj,
+            std::slice::from_ref(&running),
+            at("2026-12-01T10:02:05Z"),
+        );
         assert!(d.start.is_some());
         assert_eq!(d.replace, vec![running.metadata.name.clone()]);
         assert_eq!(d.status.active.len(), 1);
@@ -366,7 +378,11 @@ mod tests {
         cj.spec.suspend = Some(true);
         cj.spec.failed_jobs_history_limit = Some(0);
         let failed = job(&cj, "01", Some(false));
-        let d = decide(&cj, &[failed.clone()], at("2026-12-01T10:05:05Z"));
+        let d = decide(
+            &cj,
+            std::slice::from_ref(&failed),
+            at("2026-12-01T10:05:05Z"),
+        );
         assert_eq!(d.start, None);
         assert_eq!(d.prune, vec![failed.metadata.name.clone()]);
     }
