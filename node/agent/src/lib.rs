@@ -17,6 +17,8 @@
 //! - [`events`]: Events about this node's pods, sent as `pod-event` reports.
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
 //! - [`telemetry`]: log shipping, usage samples, exec requests.
+//! - [`scrape`]: pods' own Prometheus endpoints (`prometheus.io/scrape`), read from the
+//!   node's network and published with the pod's usage sample.
 //! - [`traces`]: the spans of a pod's start and the node's Prometheus metrics.
 //! - [`backend`]: the runtime seam (Linux or hollow). [`machine`]: this machine's facts.
 //! - [`hostnet`]: the network namespace holding the node's network (commands, sockets and
@@ -34,6 +36,7 @@ pub mod probes;
 pub mod proxy;
 pub mod registry;
 pub mod sidecars;
+pub mod scrape;
 pub mod spec;
 pub mod status;
 pub mod telemetry;

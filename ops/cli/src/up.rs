@@ -273,6 +273,8 @@ pub async fn run(args: UpArgs) -> Result<()> {
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
         let mut config = shoal_autoscaler::AutoscalerConfig {
             informers: Some(informers.clone()),
+            // A usage sample averages over the node's period (CPU readiness depends on it).
+            sample_window: Duration::from_secs(args.metrics_period),
             ..Default::default()
         };
         // Two active autoscalers would each apply their own rate limits: one acts.
