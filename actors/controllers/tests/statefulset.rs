@@ -186,21 +186,31 @@ async fn identity_fields_are_immutable() {
         .await
         .unwrap();
     for field in ["spec.serviceName", "spec.podManagementPolicy"] {
-        let mut s = set(&env, "fixed").await;
-        if field == "spec.serviceName" {
-            s.spec.service_name = "other".into();
-        } else {
-            s.spec.pod_management_policy = "Parallel".into();
-        }
-        match env.api.update(&s).await {
-            Err(shoal_bus::ApiError::Status(status)) => {
-                assert!(
-                    status.causes().iter().any(|c| c.field == field),
-                    "{status:?}"
-                )
+        // The controller writes the set's status meanwhile: a lost race is a Conflict, and a
+        // user would re-read and try again; the change itself must be refused as Invalid.
+        let mut refused = None;
+        for _ in 0..20 {
+            let mut s = set(&env, "fixed").await;
+            if field == "spec.serviceName" {
+                s.spec.service_name = "other".into();
+            } else {
+                s.spec.pod_management_policy = "Parallel".into();
             }
-            other => panic!("{field} changed: {other:?}"),
+            match env.api.update(&s).await {
+                Err(shoal_bus::ApiError::Status(status))
+                    if status.is(bus_schemas::Reason::Conflict) => {}
+                Err(shoal_bus::ApiError::Status(status)) => {
+                    refused = Some(status);
+                    break;
+                }
+                other => panic!("{field} changed: {other:?}"),
+            }
         }
+        let status = refused.unwrap_or_else(|| panic!("{field}: 20 conflicts in a row"));
+        assert!(
+            status.causes().iter().any(|c| c.field == field),
+            "{status:?}"
+        );
     }
     let s = set(&env, "fixed").await;
     assert_eq!(
