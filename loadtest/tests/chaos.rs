@@ -40,6 +40,8 @@ fn a_short_chaos_run_loses_and_duplicates_nothing() {
             "2",
             "--throughput-writes",
             "300",
+            "--settle-seconds",
+            "60",
         ])
         .arg("--shoal-bin")
         .arg(&shoal)

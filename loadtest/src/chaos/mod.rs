@@ -36,6 +36,9 @@ pub struct ChaosArgs {
     /// Deployments churned.
     #[arg(long, default_value_t = 3)]
     pub deployments: usize,
+    /// Seconds the cluster may take to settle after the churn stops.
+    #[arg(long, default_value_t = 180)]
+    pub settle_seconds: u64,
     /// Writes per stream in the R3-vs-R1 throughput phase.
     #[arg(long, default_value_t = 2000)]
     pub throughput_writes: usize,
@@ -88,6 +91,7 @@ pub struct Report {
     pub findings: Vec<String>,
     pub throughput: throughput::Figures,
     pub settle: Duration,
+    pub unsettled: Vec<String>,
 }
 
 impl Report {
@@ -128,6 +132,13 @@ impl Report {
             h.pod_deletes,
             ms(self.settle)
         );
+        if !self.unsettled.is_empty() {
+            println!(
+                "not settled: {} pod(s) not Running on a Ready node: {}",
+                self.unsettled.len(),
+                self.unsettled.join(", ")
+            );
+        }
         let t = &self.throughput;
         println!(
             "write throughput: R3 {:.0}/s, R1 {:.0}/s (R3/R1 = {:.2}) over {} writes each",
@@ -176,9 +187,15 @@ async fn run_on_client(args: ChaosArgs, plan: cluster::Plan) -> Result<Report> {
     }
     let history = workload.stop().await;
     let settle_start = Instant::now();
-    let final_state = check::settle(&api, args.deployments, Duration::from_secs(180)).await;
+    let final_state = check::settle(
+        &api,
+        args.deployments,
+        Duration::from_secs(args.settle_seconds),
+    )
+    .await;
     let settle = settle_start.elapsed();
     let (counts, findings) = check::check(&history, &final_state);
+    let unsettled = final_state.unsettled.clone();
     world.stop().await;
     Ok(Report {
         faults,
@@ -186,5 +203,6 @@ async fn run_on_client(args: ChaosArgs, plan: cluster::Plan) -> Result<Report> {
         findings,
         throughput,
         settle,
+        unsettled,
     })
 }
