@@ -7,93 +7,30 @@
 //!   (`prometheus.io/scrape`), `shoal top pods --metric` shows it and a `Pods` metric scales
 //!   on it.
 
-use std::process::{Child, Command, Stdio};
+mod up_cluster;
+
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use up_cluster::Cluster;
 
-const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
-
-/// A `shoal up` child with its node; stopped and its network cleaned up on drop.
-struct Cluster {
-    url: String,
-    up: Child,
-    bridge: String,
+/// `shoal up` with the autoscaler and a node sampling usage every second.
+fn start(dir: &std::path::Path) -> Cluster {
+    Cluster::start_with(
+        dir,
+        &[],
+        &[
+            "--actors",
+            "api,controllers,scheduler,autoscaler,node",
+            "--metrics-period",
+            "1",
+        ],
+    )
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Cluster {
-    fn start(dir: &std::path::Path) -> Cluster {
-        let port = free_port();
-        let n = port % 200 + 20;
-        let bridge = format!("shc{n}");
-        let up = Command::new(SHOAL)
-            .args(["up", "--port", &port.to_string(), "--bridge", &bridge])
-            .args(["--pod-cidr", &format!("10.232.{n}.0/24")])
-            .args(["--actors", "api,controllers,scheduler,autoscaler,node"])
-            .args(["--metrics-period", "1", "--metrics-addr", ""])
-            .arg("--data-dir")
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Cluster {
-            url: format!("nats://127.0.0.1:{port}"),
-            up,
-            bridge,
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(SHOAL)
-            .args(args)
-            .env("SHOAL_NATS", &self.url)
-            .output()
-            .unwrap();
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        );
-        eprintln!("$ shoal {}\n{stdout}{stderr}", args.join(" "));
-        (out.status.code().unwrap_or(-1), stdout, stderr)
-    }
-
-    fn wait(&self, what: &str, limit: Duration, mut ok: impl FnMut(&Cluster) -> bool) {
-        let start = Instant::now();
-        while !ok(self) {
-            assert!(start.elapsed() < limit, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(300));
-        }
-    }
-
-    fn spec_replicas(&self, deployment: &str) -> Option<i64> {
-        let (_, out, _) = self.run(&["get", "deploy", deployment, "-o", "json"]);
-        let doc: serde_json::Value = serde_json::from_str(&out).ok()?;
-        doc["spec"]["replicas"].as_i64()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = kill(Pid::from_raw(self.up.id() as i32), Signal::SIGINT);
-        let _ = self.up.wait();
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.bridge])
-            .status();
-        let _ = Command::new("nft")
-            .args(["delete", "table", "ip", "shoal"])
-            .stderr(Stdio::null())
-            .status();
-    }
+fn spec_replicas(cluster: &Cluster, deployment: &str) -> Option<i64> {
+    let (_, out, _) = cluster.run(&["get", "deploy", deployment, "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).ok()?;
+    doc["spec"]["replicas"].as_i64()
 }
 
 /// A pod that idles until /tmp/load exists, then burns a core until it is removed.
@@ -145,24 +82,19 @@ spec:
 #[test]
 fn cpu_load_scales_a_deployment_up_and_back_down_after_the_stabilization_window() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(dir.path());
-    cluster.wait("the cluster and its node", Duration::from_secs(60), |c| {
-        c.run(&["get", "no", "-o", "name"]).1.contains("node/")
-    });
-    let (code, _, err) = cluster.run(&["image", "build-busybox"]);
-    assert_eq!(code, 0, "{err}");
+    let cluster = start(dir.path());
     let manifest = dir.path().join("burn.yaml");
     std::fs::write(&manifest, BURN).unwrap();
-    let (code, _, err) = cluster.run(&["apply", "-f", manifest.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
-    cluster.wait("1/1 ready", Duration::from_secs(60), |c| {
+    let (ok, _, err) = cluster.run(&["apply", "-f", manifest.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    cluster.wait_for("1/1 ready", Duration::from_secs(60), |c| {
         let (_, out, _) = c.run(&["get", "deploy", "burn"]);
         out.lines()
             .nth(1)
             .is_some_and(|l| l.split_whitespace().nth(1) == Some("1/1"))
     });
     // Idle, the HPA sees the pod's real usage (a few millicores of 100m) and keeps 1.
-    cluster.wait(
+    cluster.wait_for(
         "the HPA reading the idle pod",
         Duration::from_secs(30),
         |c| {
@@ -172,15 +104,15 @@ fn cpu_load_scales_a_deployment_up_and_back_down_after_the_stabilization_window(
             })
         },
     );
-    assert_eq!(cluster.spec_replicas("burn"), Some(1));
+    assert_eq!(spec_replicas(&cluster, "burn"), Some(1));
 
     let (_, names, _) = cluster.run(&["get", "po", "-l", "app=burn", "-o", "name"]);
     let pod = names.lines().next().unwrap().trim_start_matches("pod/");
-    let (code, _, err) = cluster.run(&["exec", pod, "--", "touch", "/tmp/load"]);
-    assert_eq!(code, 0, "{err}");
+    let (ok, _, err) = cluster.run(&["exec", pod, "--", "touch", "/tmp/load"]);
+    assert!(ok, "{err}");
     // One pod at hundreds of percent of its 100m request against 50 %: straight to the max.
-    cluster.wait("burn at 3 replicas", Duration::from_secs(60), |c| {
-        c.spec_replicas("burn") == Some(3)
+    cluster.wait_for("burn at 3 replicas", Duration::from_secs(60), |c| {
+        spec_replicas(c, "burn") == Some(3)
     });
     let (_, described, _) = cluster.run(&["describe", "hpa", "burn"]);
     assert!(
@@ -190,11 +122,11 @@ fn cpu_load_scales_a_deployment_up_and_back_down_after_the_stabilization_window(
         "{described}"
     );
 
-    let (code, _, err) = cluster.run(&["exec", pod, "--", "rm", "/tmp/load"]);
-    assert_eq!(code, 0, "{err}");
+    let (ok, _, err) = cluster.run(&["exec", pod, "--", "rm", "/tmp/load"]);
+    assert!(ok, "{err}");
     let unloaded = Instant::now();
-    cluster.wait("burn back at 1 replica", Duration::from_secs(90), |c| {
-        c.spec_replicas("burn") == Some(1)
+    cluster.wait_for("burn back at 1 replica", Duration::from_secs(90), |c| {
+        spec_replicas(c, "burn") == Some(1)
     });
     // Not before the HPA's own 5 s scale-down window (its recommendations must all agree).
     assert!(
@@ -207,9 +139,9 @@ fn cpu_load_scales_a_deployment_up_and_back_down_after_the_stabilization_window(
         described.contains("New size: 1; reason: All metrics below target"),
         "{described}"
     );
-    let (code, _, err) = cluster.run(&["delete", "deploy", "burn"]);
-    assert_eq!(code, 0, "{err}");
-    cluster.wait("every pod gone", Duration::from_secs(60), |c| {
+    let (ok, _, err) = cluster.run(&["delete", "deploy", "burn"]);
+    assert!(ok, "{err}");
+    cluster.wait_for("every pod gone", Duration::from_secs(60), |c| {
         c.run(&["get", "po", "-o", "name"]).1.trim().is_empty()
     });
 }
@@ -263,16 +195,11 @@ spec:
 #[test]
 fn a_scraped_prometheus_metric_shows_in_top_and_scales_a_deployment() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(dir.path());
-    cluster.wait("the cluster and its node", Duration::from_secs(60), |c| {
-        c.run(&["get", "no", "-o", "name"]).1.contains("node/")
-    });
-    let (code, _, err) = cluster.run(&["image", "build-busybox"]);
-    assert_eq!(code, 0, "{err}");
+    let cluster = start(dir.path());
     let manifest = dir.path().join("exporter.yaml");
     std::fs::write(&manifest, EXPORTER).unwrap();
-    let (code, _, err) = cluster.run(&["apply", "-f", manifest.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
+    let (ok, _, err) = cluster.run(&["apply", "-f", manifest.to_str().unwrap()]);
+    assert!(ok, "{err}");
     let (_, names, _) = cluster.run(&["get", "po", "-l", "app=exporter", "-o", "name"]);
     let pod = names
         .lines()
@@ -280,7 +207,7 @@ fn a_scraped_prometheus_metric_shows_in_top_and_scales_a_deployment() {
         .unwrap()
         .trim_start_matches("pod/")
         .to_string();
-    cluster.wait("the scraped value in top", Duration::from_secs(60), |c| {
+    cluster.wait_for("the scraped value in top", Duration::from_secs(60), |c| {
         let (_, out, _) = c.run(&["top", "pods", "--metric", "queue_depth"]);
         let last = |l: &str| l.split_whitespace().last().map(str::to_string);
         out.lines().next().and_then(last).as_deref() == Some("queue_depth")
@@ -289,7 +216,7 @@ fn a_scraped_prometheus_metric_shows_in_top_and_scales_a_deployment() {
                 .any(|l| l.starts_with(pod.as_str()) && last(l).as_deref() == Some("5"))
     });
     // 5 of 10 per pod: under target, the HPA keeps 1 and reads the metric.
-    cluster.wait(
+    cluster.wait_for(
         "the HPA reading queue_depth",
         Duration::from_secs(30),
         |c| {
@@ -297,23 +224,23 @@ fn a_scraped_prometheus_metric_shows_in_top_and_scales_a_deployment() {
             out.contains(" 5/10 ")
         },
     );
-    assert_eq!(cluster.spec_replicas("exporter"), Some(1));
+    assert_eq!(spec_replicas(&cluster, "exporter"), Some(1));
 
     let rewrite = "printf 'queue_depth{queue=\"jobs\"} 30\\nqueue_depth{queue=\"other\"} 900\\n' > /www/metrics";
-    let (code, _, err) = cluster.run(&["exec", &pod, "--", "sh", "-c", rewrite]);
-    assert_eq!(code, 0, "{err}");
+    let (ok, _, err) = cluster.run(&["exec", &pod, "--", "sh", "-c", rewrite]);
+    assert!(ok, "{err}");
     // 30 against 10 per pod (the other queue's series is not selected): ceil(3.0) = 3.
-    cluster.wait("exporter at 3 replicas", Duration::from_secs(60), |c| {
-        c.spec_replicas("exporter") == Some(3)
+    cluster.wait_for("exporter at 3 replicas", Duration::from_secs(60), |c| {
+        spec_replicas(c, "exporter") == Some(3)
     });
     let (_, described, _) = cluster.run(&["describe", "hpa", "exporter"]);
     assert!(
         described.contains("New size: 3; reason: pods metric queue_depth above target"),
         "{described}"
     );
-    let (code, _, err) = cluster.run(&["delete", "deploy", "exporter"]);
-    assert_eq!(code, 0, "{err}");
-    cluster.wait("every pod gone", Duration::from_secs(60), |c| {
+    let (ok, _, err) = cluster.run(&["delete", "deploy", "exporter"]);
+    assert!(ok, "{err}");
+    cluster.wait_for("every pod gone", Duration::from_secs(60), |c| {
         c.run(&["get", "po", "-o", "name"]).1.trim().is_empty()
     });
 }

@@ -35,10 +35,14 @@ impl Cluster {
         out
     }
 
-    pub fn wait(&self, what: &str, mut ok: impl FnMut(&Cluster) -> bool) {
+    pub fn wait(&self, what: &str, ok: impl FnMut(&Cluster) -> bool) {
+        self.wait_for(what, T, ok)
+    }
+
+    pub fn wait_for(&self, what: &str, limit: Duration, mut ok: impl FnMut(&Cluster) -> bool) {
         let start = Instant::now();
         while !ok(self) {
-            assert!(start.elapsed() < T, "timed out waiting for {what}");
+            assert!(start.elapsed() < limit, "timed out waiting for {what}");
             std::thread::sleep(Duration::from_millis(300));
         }
     }
@@ -128,6 +132,11 @@ impl Cluster {
     /// `shoal up` on fresh ports, a bridge and pod range of its own, `env` added; returns
     /// once its node is registered and the busybox image is in the registry.
     pub fn start(dir: &std::path::Path, env: &[(&str, &str)]) -> Cluster {
+        Cluster::start_with(dir, env, &[])
+    }
+
+    /// [`Cluster::start`] with more `shoal up` arguments (actors, metrics period, …).
+    pub fn start_with(dir: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Cluster {
         let port = free_port();
         let n = port % 200 + 20;
         let bridge = format!("shs{n}");
@@ -147,6 +156,7 @@ impl Cluster {
                 "--data-dir",
             ])
             .arg(dir)
+            .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
