@@ -17,6 +17,8 @@
 //! - [`quantity`]: resource quantities (`100m`, `128Mi`), exact.
 //! - [`validation`]: names, labels and metadata rules shared by all kinds.
 //! - [`status`]: the Status error object with field-path causes.
+//! - `openapi` (feature `openapi`): OpenAPI v3 schemas of the kinds, from these types and their
+//!   doc comments.
 //!
 //! No NATS, actix or tokio type appears here: the contract never pins a client version.
 
@@ -27,6 +29,8 @@ pub mod dns;
 pub mod kinds;
 pub mod manifest;
 pub mod meta;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod quantity;
 pub mod resource;
 pub mod selector;

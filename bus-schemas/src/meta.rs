@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 pub type Time = DateTime<Utc>;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -49,6 +50,7 @@ pub struct ObjectMeta {
 
 /// One manager's fields, as Kubernetes records them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedFieldsEntry {
     pub manager: String,
@@ -99,6 +101,7 @@ impl ObjectMeta {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OwnerReference {
     pub api_version: String,
@@ -113,6 +116,7 @@ pub struct OwnerReference {
 
 /// `apiVersion` and `kind`, carried by every object and every manifest document.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TypeMeta {
     #[serde(default)]
@@ -123,6 +127,7 @@ pub struct TypeMeta {
 
 /// A condition as every Kubernetes status carries them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]
