@@ -18,6 +18,8 @@
 //! - [`quantity`]: resource quantities (`100m`, `128Mi`), exact.
 //! - [`validation`]: names, labels and metadata rules shared by all kinds.
 //! - [`status`]: the Status error object with field-path causes.
+//! - `openapi` (feature `openapi`): OpenAPI v3 schemas of the kinds, from these types and their
+//!   doc comments.
 //!
 //! No NATS, actix or tokio type appears here: the contract never pins a client version.
 
@@ -29,6 +31,8 @@ pub mod fields_v1;
 pub mod kinds;
 pub mod manifest;
 pub mod meta;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod quantity;
 pub mod resource;
 pub mod selector;

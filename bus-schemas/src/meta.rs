@@ -11,6 +11,7 @@ pub use crate::fields_v1::FieldsV1;
 pub type Time = DateTime<Utc>;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -51,6 +52,7 @@ pub struct ObjectMeta {
 
 /// One manager's fields, as Kubernetes records them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedFieldsEntry {
     pub manager: String,
@@ -100,6 +102,7 @@ impl ObjectMeta {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OwnerReference {
     pub api_version: String,
@@ -114,6 +117,7 @@ pub struct OwnerReference {
 
 /// `apiVersion` and `kind`, carried by every object and every manifest document.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TypeMeta {
     #[serde(default)]
@@ -124,6 +128,7 @@ pub struct TypeMeta {
 
 /// A condition as every Kubernetes status carries them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]

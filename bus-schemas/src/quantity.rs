@@ -470,6 +470,21 @@ impl Serialize for Quantity {
     }
 }
 
+/// In OpenAPI a quantity is what clients write: a string such as `100m` or `128Mi`.
+#[cfg(feature = "openapi")]
+impl schemars::JsonSchema for Quantity {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Quantity".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A fixed-point amount with an optional suffix: a decimal SI one (m, k, M, G, T, P, E) or a binary one (Ki, Mi, Gi, Ti, Pi, Ei), e.g. `100m` CPU or `128Mi` memory.",
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Quantity {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(QuantityVisitor)

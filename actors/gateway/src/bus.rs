@@ -135,8 +135,9 @@ impl Bus {
     }
 }
 
-/// Sets `apiVersion` and `kind` where the stored object left them out: kubectl decodes
-/// every object by them.
+/// Sets `apiVersion` and `kind` where the stored object left them out (kubectl decodes
+/// every object by them), and converts the object to the version the client asked for.
+/// Every object the gateway answers with passes here.
 pub fn with_type_meta(value: &mut Value, resource: &RestResource) {
     if let Some(map) = value.as_object_mut() {
         if map
@@ -147,9 +148,10 @@ pub fn with_type_meta(value: &mut Value, resource: &RestResource) {
             && map.contains_key("metadata")
         {
             map.insert("kind".into(), resource.kind().into());
-            map.insert("apiVersion".into(), resource.api_version().into());
+            map.insert("apiVersion".into(), resource.info.api_version.into());
         }
     }
+    crate::convert::to_served(value, resource);
 }
 
 /// Decodes a client's object into the kind's type and encodes it for the bus. Strict
@@ -165,6 +167,7 @@ pub fn encode_object(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    let value = crate::convert::to_bus(value, resource)?;
     with_kind!(kind, K => {
         let decoded: Result<K, Vec<Cause>> = codec::from_json_value_strict(value.clone());
         let object: K = match decoded {

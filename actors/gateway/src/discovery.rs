@@ -43,9 +43,12 @@ fn group_version(group: &str, version: &str) -> String {
 pub fn api_group_list() -> Value {
     let groups: Vec<Value> = resources::groups()
         .into_iter()
-        .map(|(group, version)| {
-            let gv = json!({"groupVersion": group_version(group, version), "version": version});
-            json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+        .map(|(group, versions)| {
+            let gvs: Vec<Value> = versions
+                .iter()
+                .map(|v| json!({"groupVersion": group_version(group, v), "version": v}))
+                .collect();
+            json!({"name": group, "preferredVersion": gvs[0].clone(), "versions": gvs})
         })
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
@@ -118,29 +121,36 @@ fn aggregated_resource(r: &RestResource) -> Value {
     })
 }
 
-fn aggregated_group(group: &str, version: &str) -> Value {
-    let resources: Vec<Value> = if group == crate::metrics::GROUP {
-        crate::metrics::aggregated_resources()
-    } else {
-        resources::all()
-            .filter(|r| r.group == group && r.version == version)
-            .map(|r| aggregated_resource(&r))
-            .collect()
-    };
+/// One group with its versions, the preferred first (as aggregated discovery orders them).
+fn aggregated_group(group: &str, versions: &[&str]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|version| {
+            let resources: Vec<Value> = if group == crate::metrics::GROUP {
+                crate::metrics::aggregated_resources()
+            } else {
+                resources::all()
+                    .filter(|r| r.group == group && r.version == *version)
+                    .map(|r| aggregated_resource(&r))
+                    .collect()
+            };
+            json!({"version": version, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
     json!({
         "metadata": {"name": group, "creationTimestamp": null},
-        "versions": [{"version": version, "resources": resources, "freshness": "Current"}],
+        "versions": versions,
     })
 }
 
 /// Aggregated discovery of the core group (`/api`) or of every named group (`/apis`).
 pub fn aggregated(core: bool) -> Value {
     let items: Vec<Value> = if core {
-        vec![aggregated_group("", "v1")]
+        vec![aggregated_group("", &["v1"])]
     } else {
         resources::groups()
             .into_iter()
-            .map(|(g, v)| aggregated_group(g, v))
+            .map(|(g, v)| aggregated_group(g, &v))
             .collect()
     };
     json!({
@@ -167,6 +177,21 @@ mod tests {
         assert!(names.contains(&"deployments/scale"), "{names:?}");
         assert!(names.contains(&"replicasets/scale"));
         assert!(resource_list("apps", "v2").is_none());
+    }
+
+    #[test]
+    fn autoscaling_prefers_v2_and_serves_v1() {
+        let groups = api_group_list();
+        let autoscaling = groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == "autoscaling")
+            .unwrap();
+        assert_eq!(autoscaling["preferredVersion"]["version"], "v2");
+        assert_eq!(autoscaling["versions"][1]["groupVersion"], "autoscaling/v1");
+        let v1 = resource_list("autoscaling", "v1").unwrap();
+        assert_eq!(v1["resources"][0]["name"], "horizontalpodautoscalers");
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! - [`server`]: accept loop, TLS, body limit, routing to the handlers below.
 //! - [`route`]: URL paths parsed into what they name.
 //! - [`resources`]: the catalogue of REST resources (group, version, plural, subresources).
+//! - [`convert`]: older served versions to and from the bus version (HPA autoscaling/v1).
 //! - [`discovery`]: `/version`, `/api`, `/apis`, resource lists, aggregated discovery.
-//! - [`openapi`]: OpenAPI v3 index and per-group-version documents.
+//! - [`openapi`]: OpenAPI v3 index and per-group-version documents, with the kinds' schemas
+//!   generated from the bus-schemas types (what `kubectl explain` reads).
 //! - [`objects`]: list, get, create, replace, patch (server-side apply included), delete,
 //!   status, eviction.
 //! - [`field_manager`]: `fieldManager`/`force` into the bus' field-manager headers.
@@ -20,6 +22,7 @@
 //! - [`table`]: server-side printing (Tables) per kind.
 //! - [`bus`]: untyped bus requests; client JSON into typed, strictly checked msgpack.
 //! - [`http`]: request, responses, content negotiation, Status errors.
+//! - [`protobuf`]: the protobuf bodies kubectl's typed clients send (autoscale's HPA).
 //! - [`tls`], [`kubeconfig`]: the generated CA and serving certificate; the kubeconfig.
 
 // NOTE: the error type is a Status (message, reason and field-path causes): it travels only
@@ -27,6 +30,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod bus;
+pub mod convert;
 pub mod discovery;
 pub mod exec;
 pub mod field_manager;
@@ -36,6 +40,7 @@ pub mod logs;
 pub mod metrics;
 pub mod objects;
 pub mod openapi;
+pub mod protobuf;
 pub mod resources;
 pub mod route;
 pub mod scale;

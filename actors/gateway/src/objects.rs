@@ -61,11 +61,14 @@ fn bad_request(field: &str, message: impl Into<String>) -> Status {
     )
 }
 
-/// Parses a request body (JSON, or YAML when the content type says so). A malformed body is
-/// a 400 naming where it broke.
+/// Parses a request body (JSON, YAML or Kubernetes' protobuf, as the content type says). A
+/// malformed body is a 400 naming where it broke.
 pub fn parse_body(req: &Request) -> Result<Value, Status> {
     if req.body.is_empty() {
         return Err(bad_request("", "the request body is empty"));
+    }
+    if crate::protobuf::is_protobuf(req.content_type()) {
+        return crate::protobuf::decode(&req.body);
     }
     if req.content_type().contains("yaml") {
         return serde_norway::from_slice(&req.body)

@@ -1,6 +1,9 @@
 //! The catalogue of REST resources the gateway serves: every bus kind as Kubernetes names it
 //! in URLs (group, version, plural), with the verbs, categories and subresources discovery
 //! advertises. Discovery, routing and Tables all read this one list.
+//!
+//! Each kind is served at its bus version; a few are also served at an older version that
+//! clients still write (kubectl autoscale's autoscaling/v1), converted by [`crate::convert`].
 
 use bus_schemas::kinds::KINDS;
 use bus_schemas::KindInfo;
@@ -12,7 +15,17 @@ pub struct RestResource {
     /// "" for the core group.
     pub group: &'static str,
     pub version: &'static str,
+    /// `group/version` as served here; differs from the bus kind's for older versions.
+    pub api_version: &'static str,
 }
+
+/// Older versions served beside a kind's bus version: (kind, group, version, apiVersion).
+const OLDER_VERSIONS: &[(&str, &str, &str, &str)] = &[(
+    "HorizontalPodAutoscaler",
+    "autoscaling",
+    "v1",
+    "autoscaling/v1",
+)];
 
 /// Verbs of every collection and item: the bus serves each of them.
 pub const VERBS: &[&str] = &[
@@ -29,7 +42,12 @@ impl RestResource {
     }
 
     pub fn api_version(&self) -> &'static str {
-        self.info.api_version
+        self.api_version
+    }
+
+    /// Whether objects are converted between this version and the bus kind's.
+    pub fn is_converted(&self) -> bool {
+        self.api_version != self.info.api_version
     }
 
     pub fn namespaced(&self) -> bool {
@@ -116,16 +134,29 @@ fn split_api_version(api_version: &'static str) -> (&'static str, &'static str) 
     }
 }
 
-/// Every resource, in the bus' kind order.
+/// Every resource, in the bus' kind order, then the older versions.
 pub fn all() -> impl Iterator<Item = RestResource> {
-    KINDS.iter().map(|info| {
+    let current = KINDS.iter().map(|info| {
         let (group, version) = split_api_version(info.api_version);
         RestResource {
             info,
             group,
             version,
+            api_version: info.api_version,
         }
-    })
+    });
+    let older = OLDER_VERSIONS
+        .iter()
+        .filter_map(|&(kind, group, version, api_version)| {
+            let info = KINDS.iter().find(|k| k.kind == kind)?;
+            Some(RestResource {
+                info,
+                group,
+                version,
+                api_version,
+            })
+        });
+    current.chain(older)
 }
 
 /// The resource at `group`/`version` whose plural is `plural`.
@@ -133,20 +164,32 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<RestResource> {
     all().find(|r| r.group == group && r.version == version && r.plural() == plural)
 }
 
-/// The resource of a bus kind name (`Pod`).
+/// The resource of a bus kind name (`Pod`), at its bus version.
 pub fn of_kind(kind: &str) -> Option<RestResource> {
     all().find(|r| r.kind() == kind)
 }
 
-/// The named API groups in the order discovery lists them, each with its one version.
-pub fn groups() -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<(&str, &str)> = Vec::new();
-    for r in all() {
-        if !r.group.is_empty() && !out.iter().any(|(g, _)| *g == r.group) {
-            out.push((r.group, r.version));
+/// The named API groups in the order discovery lists them, each with its versions, the
+/// preferred (the bus') first.
+pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+    for r in all().filter(|r| !r.group.is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version),
+            Some(_) => {}
+            None => out.push((r.group, vec![r.version])),
         }
     }
-    out.push((crate::metrics::GROUP, crate::metrics::VERSION));
+    out.push((crate::metrics::GROUP, vec![crate::metrics::VERSION]));
+    out
+}
+
+/// Every group-version served, the core `("", "v1")` first.
+pub fn group_versions() -> Vec<(&'static str, &'static str)> {
+    let mut out = vec![("", "v1")];
+    for (group, versions) in groups() {
+        out.extend(versions.into_iter().map(|v| (group, v)));
+    }
     out
 }
 
@@ -171,10 +214,14 @@ mod tests {
     }
 
     #[test]
-    fn groups_list_apps_and_autoscaling_v2() {
+    fn groups_list_apps_and_autoscaling_v2_before_v1() {
         let groups = groups();
-        assert!(groups.contains(&("apps", "v1")));
-        assert!(groups.contains(&("autoscaling", "v2")));
+        assert!(groups.contains(&("apps", vec!["v1"])));
+        assert!(groups.contains(&("autoscaling", vec!["v2", "v1"])));
         assert!(!groups.iter().any(|(g, _)| g.is_empty()));
+        let v1 = find("autoscaling", "v1", "horizontalpodautoscalers").unwrap();
+        assert!(v1.is_converted());
+        assert_eq!(v1.api_version(), "autoscaling/v1");
+        assert!(!of_kind("HorizontalPodAutoscaler").unwrap().is_converted());
     }
 }

@@ -131,7 +131,7 @@ async fn dispatch(bus: &Bus, req: &Request) -> Response {
         }
         Route::OpenApi(None) => http::json(&openapi::index()),
         Route::OpenApi(Some(path)) => match openapi::document(&path) {
-            Some(doc) => http::json(&doc),
+            Some(doc) => http::bytes_response(StatusCode::OK, "application/json", doc),
             None => http::not_found(&req.path),
         },
         Route::Object(path) => objects::handle(bus, req, path).await,

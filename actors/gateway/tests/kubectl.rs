@@ -459,3 +459,143 @@ async fn server_side_apply_merges_and_names_conflicting_fields_and_their_manager
     let plain = env.ok(&["get", "deploy", "web", "-o", "yaml"]).await;
     assert!(!plain.contains("managedFields"), "{plain}");
 }
+
+#[actix::test]
+async fn explain_describes_fields_from_the_bus_schemas() {
+    let env = Env::start().await;
+    let image = env.ok(&["explain", "pod.spec.containers.image"]).await;
+    assert!(image.contains("KIND:       Pod"), "{image}");
+    assert!(image.contains("FIELD: image <string>"), "{image}");
+    assert!(image.contains("The image to run"), "{image}");
+    let replicas = env.ok(&["explain", "deployment.spec.replicas"]).await;
+    assert!(replicas.contains("GROUP:      apps"), "{replicas}");
+    assert!(replicas.contains("FIELD: replicas <integer>"), "{replicas}");
+    assert!(replicas.contains("1 when unset"), "{replicas}");
+    let strategy = env.ok(&["explain", "deploy.spec.strategy"]).await;
+    assert!(strategy.contains("RollingUpdate"), "{strategy}");
+    assert!(strategy.contains("rollingUpdate"), "{strategy}");
+    // A kind's own fields, with the shared ones described once for all kinds.
+    let service = env.ok(&["explain", "svc"]).await;
+    for field in [
+        "apiVersion\t<string>",
+        "metadata\t<",
+        "spec\t<",
+        "status\t<",
+    ] {
+        assert!(service.contains(field), "{field} missing from:\n{service}");
+    }
+    assert!(service.contains("stable virtual IP"), "{service}");
+    let missing = env.fails(&["explain", "pod.spec.nosuchfield"]).await;
+    assert!(missing.contains("nosuchfield"), "{missing}");
+}
+
+#[actix::test]
+async fn autoscale_writes_autoscaling_v1_and_both_versions_read_it() {
+    let env = Env::start().await;
+    let out = env.with_stdin(&["apply", "-f", "-"], DEPLOYMENT).await;
+    assert!(out.ok, "{}", out.stderr);
+    let made = env
+        .ok(&[
+            "autoscale",
+            "deploy/web",
+            "--min",
+            "2",
+            "--max",
+            "5",
+            "--cpu-percent",
+            "60",
+        ])
+        .await;
+    assert!(
+        made.contains("horizontalpodautoscaler.autoscaling/web autoscaled"),
+        "{made}"
+    );
+    let table = env.ok(&["get", "hpa"]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "REFERENCE",
+            "TARGETS",
+            "MINPODS",
+            "MAXPODS",
+            "REPLICAS",
+            "AGE"
+        ],
+        "{table}"
+    );
+    let row = table.lines().nth(1).unwrap();
+    assert!(row.contains("Deployment/web"), "{table}");
+    assert!(row.contains("cpu: <unknown>/60%"), "{table}");
+    // "cpu: <unknown>/60%" is two words: MINPODS and MAXPODS follow it.
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[4..6], ["2", "5"], "{table}");
+
+    // v2 (the preferred version) holds the target as a metric; v1 as its one field. (The
+    // short name would expand to the preferred version: v1 is asked for by its full name.)
+    let v2_target = "jsonpath={.apiVersion} {.spec.metrics[0].resource.target.averageUtilization}";
+    assert_eq!(
+        env.ok(&["get", "hpa", "web", "-o", v2_target]).await,
+        "autoscaling/v2 60"
+    );
+    let v1_target = "jsonpath={.apiVersion} {.spec.targetCPUUtilizationPercentage}";
+    assert_eq!(
+        env.ok(&[
+            "get",
+            "horizontalpodautoscalers.v1.autoscaling",
+            "web",
+            "-o",
+            v1_target
+        ])
+        .await,
+        "autoscaling/v1 60"
+    );
+
+    // A v1 write keeps what only v2 can say (here a memory metric) through the annotations
+    // the v1 form carries it in.
+    env.ok(&[
+        "patch",
+        "hpa",
+        "web",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/metrics/-","value":{"type":"Resource","resource":{"name":"memory","target":{"type":"AverageValue","averageValue":"100Mi"}}}}]"#,
+    ])
+    .await;
+    env.ok(&[
+        "patch",
+        "horizontalpodautoscalers.v1.autoscaling",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"targetCPUUtilizationPercentage":70}}"#,
+    ])
+    .await;
+    let metrics = env
+        .ok(&[
+            "get",
+            "hpa",
+            "web",
+            "-o",
+            "jsonpath={range .spec.metrics[*]}{.resource.name} {end}",
+        ])
+        .await;
+    assert_eq!(metrics.trim(), "cpu memory");
+    let annotations = env
+        .ok(&[
+            "get",
+            "hpa",
+            "web",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ])
+        .await;
+    assert!(!annotations.contains("autoscaling.alpha"), "{annotations}");
+    assert_eq!(
+        env.ok(&["get", "hpa", "web", "-o", v2_target]).await,
+        "autoscaling/v2 70"
+    );
+}

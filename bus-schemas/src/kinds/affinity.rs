@@ -11,6 +11,7 @@ use crate::status::Cause;
 use crate::validation::{dns1123_label, label_key, label_value};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Affinity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -22,6 +23,7 @@ pub struct Affinity {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeAffinity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -32,6 +34,7 @@ pub struct NodeAffinity {
 
 /// Terms joined by OR.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelector {
     #[serde(default)]
@@ -40,6 +43,7 @@ pub struct NodeSelector {
 
 /// Requirements joined by AND.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelectorTerm {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -50,6 +54,7 @@ pub struct NodeSelectorTerm {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelectorRequirement {
     #[serde(default)]
@@ -62,6 +67,7 @@ pub struct NodeSelectorRequirement {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PreferredSchedulingTerm {
     /// 1-100.
@@ -72,6 +78,7 @@ pub struct PreferredSchedulingTerm {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodAffinity {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -84,6 +91,7 @@ pub struct PodAffinity {
 pub type PodAntiAffinity = PodAffinity;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodAffinityTerm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +106,7 @@ pub struct PodAffinityTerm {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WeightedPodAffinityTerm {
     /// 1-100.
@@ -108,6 +117,7 @@ pub struct WeightedPodAffinityTerm {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Toleration {
     /// Empty with operator `Exists` tolerates every taint.

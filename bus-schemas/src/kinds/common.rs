@@ -11,6 +11,7 @@ use crate::validation::{label_key, label_value};
 
 /// A reference to any object (Event's involvedObject, an endpoint's targetRef).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -32,6 +33,7 @@ pub struct ObjectReference {
 
 /// A name in the same namespace (imagePullSecrets).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LocalObjectReference {
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -14,11 +14,16 @@ use crate::quantity::Quantity;
 use crate::status::Cause;
 use crate::validation::{dns1123_label, label_key};
 
+/// One process tree of a pod, started from an image.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Container {
+    /// The container's name, a DNS label unique within the pod.
     #[serde(default)]
     pub name: String,
+    /// The image to run: a reference such as `busybox:1.36` or `registry.example/app@sha256:…`,
+    /// resolved from the node's image store.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image: String,
     /// Replaces the image's entrypoint.
@@ -27,20 +32,30 @@ pub struct Container {
     /// Replaces the image's cmd.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// The directory the command starts in; the image's by default.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub working_dir: String,
+    /// Ports the container listens on: informational, and names that Services' targetPort can
+    /// refer to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ContainerPort>,
+    /// Environment variables set in the container, in order; later ones may refer to earlier
+    /// ones as `$(NAME)`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    /// CPU and memory the container requests (for scheduling) and may not exceed (limits).
     #[serde(default, skip_serializing_if = "ResourceRequirements::is_empty")]
     pub resources: ResourceRequirements,
+    /// Volumes of the pod mounted into the container's filesystem.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<VolumeMount>,
+    /// A check whose failures restart the container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub liveness_probe: Option<Probe>,
+    /// A check whose failures take the pod out of its Services' endpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness_probe: Option<Probe>,
+    /// A check that holds the other probes back until it first succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_probe: Option<Probe>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,6 +82,7 @@ pub struct Container {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerPort {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -84,6 +100,7 @@ pub struct ContainerPort {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EnvVar {
     #[serde(default)]
@@ -96,6 +113,7 @@ pub struct EnvVar {
 
 /// Only the downward API's fieldRef: Shoal has no ConfigMaps or Secrets to reference yet.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EnvVarSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,6 +121,7 @@ pub struct EnvVarSource {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectFieldSelector {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -112,6 +131,7 @@ pub struct ObjectFieldSelector {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceRequirements {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -127,6 +147,7 @@ impl ResourceRequirements {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SecurityContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,6 +167,7 @@ pub struct SecurityContext {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -155,6 +177,7 @@ pub struct Capabilities {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeMount {
     #[serde(default)]

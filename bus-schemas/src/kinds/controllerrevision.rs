@@ -9,7 +9,9 @@ use crate::meta::ObjectMeta;
 use crate::resource::KindInfo;
 use crate::status::Cause;
 
+/// An immutable snapshot of a StatefulSet's or DaemonSet's template, kept for rollbacks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ControllerRevision {
     #[serde(default)]

@@ -19,7 +19,9 @@ use crate::meta::{ObjectMeta, Time};
 use crate::resource::{KindInfo, Resource};
 use crate::status::Cause;
 
+/// Creates Jobs on a cron schedule.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CronJob {
     #[serde(default)]
@@ -35,6 +37,7 @@ pub struct CronJob {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CronJobSpec {
     #[serde(default)]
@@ -58,6 +61,7 @@ pub struct CronJobSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JobTemplateSpec {
     #[serde(default)]
@@ -67,6 +71,7 @@ pub struct JobTemplateSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CronJobStatus {
     /// The Jobs this CronJob started that have not finished.

@@ -11,7 +11,9 @@ use crate::resource::KindInfo;
 use crate::selector::LabelSelector;
 use crate::status::Cause;
 
+/// Runs one pod of a template on every eligible node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonSet {
     #[serde(default)]
@@ -27,6 +29,7 @@ pub struct DaemonSet {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,6 +45,7 @@ pub struct DaemonSetSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonSetUpdateStrategy {
     /// `RollingUpdate` or `OnDelete` (new pods only when old ones are deleted by hand).
@@ -52,6 +56,7 @@ pub struct DaemonSetUpdateStrategy {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RollingUpdateDaemonSet {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,6 +67,7 @@ pub struct RollingUpdateDaemonSet {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonSetStatus {
     #[serde(default, skip_serializing_if = "is_zero_i32")]

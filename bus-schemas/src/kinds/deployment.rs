@@ -13,7 +13,10 @@ use crate::resource::KindInfo;
 use crate::selector::LabelSelector;
 use crate::status::Cause;
 
+/// Declarative updates of a set of identical pods: a Deployment owns ReplicaSets and rolls pods
+/// from one template to the next.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Deployment {
     #[serde(default)]
@@ -29,21 +32,30 @@ pub struct Deployment {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentSpec {
+    /// The number of pods wanted; 1 when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
+    /// The label query the Deployment's pods match; it must match the template's labels and
+    /// cannot change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
+    /// The pod every replica is made from; changing it starts a rollout.
     #[serde(default)]
     pub template: PodTemplateSpec,
+    /// How a changed template replaces running pods: `RollingUpdate` (the default) or
+    /// `Recreate`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub strategy: DeploymentStrategy,
+    /// Seconds a new pod must stay ready before it counts as available.
     #[serde(default, skip_serializing_if = "is_zero_i32")]
     pub min_ready_seconds: i32,
     /// Old ReplicaSets kept for rollback.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision_history_limit: Option<i32>,
+    /// While true, template changes do not start a rollout.
     #[serde(default, skip_serializing_if = "is_false")]
     pub paused: bool,
     /// After this long without progress the rollout is reported failed (ProgressDeadlineExceeded).
@@ -56,6 +68,7 @@ pub struct DeploymentSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentStrategy {
     /// `RollingUpdate` or `Recreate`.
@@ -66,6 +79,7 @@ pub struct DeploymentStrategy {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RollingUpdateDeployment {
     /// Pods that may be unavailable during the update: a count or a percentage, rounded down.
@@ -77,6 +91,7 @@ pub struct RollingUpdateDeployment {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentStatus {
     #[serde(default, skip_serializing_if = "is_zero_i64")]

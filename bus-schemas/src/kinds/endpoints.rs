@@ -11,7 +11,10 @@ use crate::resource::KindInfo;
 use crate::status::Cause;
 use crate::validation::{dns1123_label, dns1123_subdomain};
 
+/// The addresses and ports that back a Service, kept by the endpoints controller for Services
+/// with a selector.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Endpoints {
     #[serde(default)]
@@ -26,6 +29,7 @@ pub struct Endpoints {
 
 /// Addresses that all expose the same ports.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointSubset {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -38,6 +42,7 @@ pub struct EndpointSubset {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointAddress {
     #[serde(default)]
@@ -52,6 +57,7 @@ pub struct EndpointAddress {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointPort {
     /// Matches the Service port's name; optional when there is only one.

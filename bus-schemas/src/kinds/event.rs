@@ -10,7 +10,9 @@ use crate::meta::{ObjectMeta, Time};
 use crate::resource::KindInfo;
 use crate::status::Cause;
 
+/// A report of something that happened to an object, for people reading `describe`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     #[serde(default)]
@@ -52,6 +54,7 @@ pub struct Event {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EventSource {
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -19,7 +19,10 @@ pub const JETSTREAM_LAG_METRIC: &str = "jetstream_consumer_lag";
 /// above this quantity (KEDA's activation threshold).
 pub const ACTIVATION_ANNOTATION: &str = "autoscaling.shoal.io/activation-threshold";
 
+/// Scales a workload's replicas between a minimum and a maximum to keep metrics (CPU, memory,
+/// custom or external) at their targets.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HorizontalPodAutoscaler {
     #[serde(default)]
@@ -35,22 +38,30 @@ pub struct HorizontalPodAutoscaler {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HorizontalPodAutoscalerSpec {
+    /// The workload whose scale subresource the autoscaler sets (a Deployment, ReplicaSet or
+    /// StatefulSet).
     #[serde(default)]
     pub scale_target_ref: CrossVersionObjectReference,
+    /// The fewest replicas the autoscaler sets; 1 by default, 0 allowed with an object or
+    /// external metric.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_replicas: Option<i32>,
+    /// The most replicas the autoscaler sets.
     #[serde(default)]
     pub max_replicas: i32,
     /// The largest replica count any metric asks for wins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<MetricSpec>,
+    /// Stabilization windows and rate limits for scaling up and down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behavior: Option<HorizontalPodAutoscalerBehavior>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CrossVersionObjectReference {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -62,6 +73,7 @@ pub struct CrossVersionObjectReference {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MetricSpec {
     /// `Resource`, `ContainerResource`, `Pods`, `Object` or `External`; names the one source
@@ -81,6 +93,7 @@ pub struct MetricSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceMetricSource {
     /// `cpu` or `memory`.
@@ -91,6 +104,7 @@ pub struct ResourceMetricSource {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerResourceMetricSource {
     #[serde(default)]
@@ -102,6 +116,7 @@ pub struct ContainerResourceMetricSource {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodsMetricSource {
     #[serde(default)]
@@ -111,6 +126,7 @@ pub struct PodsMetricSource {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMetricSource {
     #[serde(default)]
@@ -122,6 +138,7 @@ pub struct ObjectMetricSource {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ExternalMetricSource {
     #[serde(default)]
@@ -131,6 +148,7 @@ pub struct ExternalMetricSource {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MetricIdentifier {
     #[serde(default)]
@@ -140,6 +158,7 @@ pub struct MetricIdentifier {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MetricTarget {
     /// `Utilization`, `Value` or `AverageValue`; names the field that is set.
@@ -155,6 +174,7 @@ pub struct MetricTarget {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HorizontalPodAutoscalerBehavior {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,6 +184,7 @@ pub struct HorizontalPodAutoscalerBehavior {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HpaScalingRules {
     /// Recommendations over this window are considered, damping flapping. Unset on scaleDown
@@ -178,6 +199,7 @@ pub struct HpaScalingRules {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HpaScalingPolicy {
     /// `Pods` or `Percent`.
@@ -190,6 +212,7 @@ pub struct HpaScalingPolicy {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HorizontalPodAutoscalerStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -208,6 +231,7 @@ pub struct HorizontalPodAutoscalerStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MetricStatus {
     #[serde(default, rename = "type")]
@@ -225,6 +249,7 @@ pub struct MetricStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceMetricStatus {
     #[serde(default)]
@@ -234,6 +259,7 @@ pub struct ResourceMetricStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerResourceMetricStatus {
     #[serde(default)]
@@ -245,6 +271,7 @@ pub struct ContainerResourceMetricStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodsMetricStatus {
     #[serde(default)]
@@ -254,6 +281,7 @@ pub struct PodsMetricStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMetricStatus {
     #[serde(default)]
@@ -265,6 +293,7 @@ pub struct ObjectMetricStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ExternalMetricStatus {
     #[serde(default)]
@@ -274,6 +303,7 @@ pub struct ExternalMetricStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MetricValueStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,6 +9,7 @@ use crate::status::Cause;
 
 /// Kubernetes' IntOrString. Untagged, so manifests write `8080`, `"http"` or `"25%"` as is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum IntOrString {
     Int(i32),

@@ -11,7 +11,9 @@ use crate::resource::KindInfo;
 use crate::selector::LabelSelector;
 use crate::status::Cause;
 
+/// Runs pods until a number of them complete successfully.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Job {
     #[serde(default)]
@@ -27,6 +29,7 @@ pub struct Job {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JobSpec {
     /// Pods running at once.
@@ -58,6 +61,7 @@ pub struct JobSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JobStatus {
     /// `Complete`, `Failed`, `Suspended`.

@@ -7,7 +7,9 @@ use crate::meta::{ObjectMeta, Time};
 use crate::resource::KindInfo;
 use crate::status::Cause;
 
+/// A time-limited claim, used for leader election and node heartbeats.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Lease {
     #[serde(default)]
@@ -24,6 +26,7 @@ pub struct Lease {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,6 +44,7 @@ pub struct LeaseSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseStatus {}
 

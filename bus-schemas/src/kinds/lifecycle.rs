@@ -13,6 +13,7 @@ use crate::status::Cause;
 
 /// What the node runs right after a container starts and right before it is stopped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Lifecycle {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -23,6 +24,7 @@ pub struct Lifecycle {
 
 /// Exactly one of the three is set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LifecycleHandler {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -34,6 +36,7 @@ pub struct LifecycleHandler {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SleepAction {
     #[serde(default)]

@@ -7,7 +7,9 @@ use crate::resource::KindInfo;
 use crate::status::Cause;
 use crate::validation::dns1123_label;
 
+/// A scope for names: objects of one kind are unique by name within a namespace.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Namespace {
     #[serde(default)]
@@ -23,6 +25,7 @@ pub struct Namespace {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NamespaceSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -30,6 +33,7 @@ pub struct NamespaceSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NamespaceStatus {
     /// `Active` or `Terminating`.

@@ -12,7 +12,9 @@ use crate::resource::KindInfo;
 use crate::status::Cause;
 use crate::validation::{label_key, label_value};
 
+/// A machine that runs pods, registered by its node agent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Node {
     #[serde(default)]
@@ -28,6 +30,7 @@ pub struct Node {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSpec {
     #[serde(default, rename = "podCIDR", skip_serializing_if = "String::is_empty")]
@@ -48,6 +51,7 @@ pub struct NodeSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Taint {
     #[serde(default)]
@@ -63,6 +67,7 @@ pub struct Taint {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -84,6 +89,7 @@ pub struct NodeStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeAddress {
     /// `Hostname`, `InternalIP`, `ExternalIP`, `InternalDNS` or `ExternalDNS`.
@@ -94,6 +100,7 @@ pub struct NodeAddress {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeDaemonEndpoints {
     #[serde(default, skip_serializing_if = "is_default")]
@@ -101,6 +108,7 @@ pub struct NodeDaemonEndpoints {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "PascalCase")]
 pub struct DaemonEndpoint {
     /// Kubernetes spells this one `Port`.
@@ -109,6 +117,7 @@ pub struct DaemonEndpoint {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSystemInfo {
     #[serde(
@@ -141,6 +150,7 @@ pub struct NodeSystemInfo {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerImage {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -11,7 +11,10 @@ use crate::quantity::Quantity;
 use crate::resource::KindInfo;
 use crate::status::Cause;
 
+/// A group of containers that share a network namespace and volumes, scheduled together onto
+/// one node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Pod {
     #[serde(default)]
@@ -27,6 +30,7 @@ pub struct Pod {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodStatus {
     /// `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
@@ -64,6 +68,7 @@ pub struct PodStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodIp {
     #[serde(default)]
@@ -71,6 +76,7 @@ pub struct PodIp {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerStatus {
     #[serde(default)]
@@ -100,6 +106,7 @@ pub struct ContainerStatus {
 
 /// At most one of the three is set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,6 +118,7 @@ pub struct ContainerState {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerStateWaiting {
     /// E.g. `ContainerCreating`, `CrashLoopBackOff`, `ErrImagePull`.
@@ -121,6 +129,7 @@ pub struct ContainerStateWaiting {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerStateRunning {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,6 +137,7 @@ pub struct ContainerStateRunning {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerStateTerminated {
     #[serde(default)]

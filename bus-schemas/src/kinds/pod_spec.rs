@@ -14,25 +14,34 @@ use crate::quantity::Quantity;
 use crate::status::Cause;
 use crate::validation::{dns1123_label, dns1123_subdomain};
 
+/// What a pod runs and how: its containers, volumes, restart policy and placement.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodSpec {
+    /// Volumes the pod's containers can mount, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+    /// Containers run one after the other to completion before the main containers start (with
+    /// `restartPolicy: Always`, sidecars that keep running).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub init_containers: Vec<Container>,
+    /// The pod's main containers; at least one. Their names are unique within the pod.
     #[serde(default)]
     pub containers: Vec<Container>,
     /// `Always`, `OnFailure` or `Never`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub restart_policy: String,
+    /// Seconds between SIGTERM and SIGKILL when the pod is deleted; 30 by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
+    /// Seconds the pod may run, counted from its start, before it is stopped and marked Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_deadline_seconds: Option<i64>,
     /// `ClusterFirst`, `ClusterFirstWithHostNet` or `Default`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub dns_policy: String,
+    /// Labels a node must carry for the pod to be scheduled there.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -42,6 +51,7 @@ pub struct PodSpec {
     /// Set by the scheduler's binding; a pod with a nodeName skips scheduling.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub node_name: String,
+    /// Run in the node's network namespace instead of a pod network namespace of its own.
     #[serde(default, skip_serializing_if = "is_false")]
     pub host_network: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,16 +60,22 @@ pub struct PodSpec {
     pub security_context: Option<PodSecurityContext>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// The pod's hostname; the pod's name by default.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hostname: String,
+    /// With a headless Service of this name, the pod resolves as
+    /// `<hostname>.<subdomain>.<namespace>.svc`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subdomain: String,
+    /// Scheduling constraints: node affinity and pod (anti-)affinity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub scheduler_name: String,
+    /// Taints of nodes this pod accepts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
+    /// The PriorityClass giving the pod its priority (and preemption policy).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub priority_class_name: String,
     /// Resolved from priorityClassName by admission; users leave it unset.
@@ -73,6 +89,7 @@ pub struct PodSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodSecurityContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,6 +106,7 @@ pub struct PodSecurityContext {
 
 /// A volume: exactly one source may be set.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Volume {
     #[serde(default)]
@@ -100,6 +118,7 @@ pub struct Volume {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EmptyDirVolumeSource {
     /// Empty for the node's disk, `Memory` for tmpfs.
@@ -110,6 +129,7 @@ pub struct EmptyDirVolumeSource {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HostPathVolumeSource {
     #[serde(default)]

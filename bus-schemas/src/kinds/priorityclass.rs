@@ -8,7 +8,9 @@ use crate::meta::ObjectMeta;
 use crate::resource::KindInfo;
 use crate::status::Cause;
 
+/// Maps a name to a scheduling priority that pods refer to by priorityClassName.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PriorityClass {
     #[serde(default)]

@@ -9,7 +9,9 @@ use crate::resource::KindInfo;
 use crate::selector::LabelSelector;
 use crate::status::Cause;
 
+/// Keeps a number of identical pods running; Deployments manage them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ReplicaSet {
     #[serde(default)]
@@ -25,6 +27,7 @@ pub struct ReplicaSet {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ReplicaSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -39,6 +42,7 @@ pub struct ReplicaSetSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ReplicaSetStatus {
     #[serde(default, skip_serializing_if = "is_zero_i32")]

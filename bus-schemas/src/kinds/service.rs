@@ -15,7 +15,9 @@ use crate::resource::KindInfo;
 use crate::status::Cause;
 use crate::validation::dns1123_subdomain;
 
+/// A stable virtual IP and DNS name for a set of pods, chosen by label.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Service {
     #[serde(default)]
@@ -31,8 +33,10 @@ pub struct Service {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceSpec {
+    /// The ports the Service exposes, each forwarded to a port of the selected pods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ServicePort>,
     /// Pods with all these labels back the Service. Empty: endpoints are managed by hand.
@@ -72,6 +76,7 @@ pub struct ServiceSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServicePort {
     /// Required when the Service has more than one port; DNS SRV records use it.
@@ -81,6 +86,7 @@ pub struct ServicePort {
     pub protocol: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub app_protocol: String,
+    /// The port the Service listens on.
     #[serde(default)]
     pub port: i32,
     /// The pods' port, by number or by container port name; defaults to `port`.
@@ -91,6 +97,7 @@ pub struct ServicePort {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionAffinityConfig {
     #[serde(default, rename = "clientIP", skip_serializing_if = "Option::is_none")]
@@ -98,6 +105,7 @@ pub struct SessionAffinityConfig {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClientIpConfig {
     /// 1-86400; 10800 (3 hours) by default.
@@ -106,6 +114,7 @@ pub struct ClientIpConfig {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceStatus {
     #[serde(default, skip_serializing_if = "is_default")]
@@ -115,6 +124,7 @@ pub struct ServiceStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LoadBalancerStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -122,6 +132,7 @@ pub struct LoadBalancerStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LoadBalancerIngress {
     #[serde(default, skip_serializing_if = "String::is_empty")]

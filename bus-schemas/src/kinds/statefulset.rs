@@ -13,7 +13,9 @@ use crate::resource::KindInfo;
 use crate::selector::LabelSelector;
 use crate::status::Cause;
 
+/// Pods with stable names and ordinal identities, created, updated and removed in order.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StatefulSet {
     #[serde(default)]
@@ -29,6 +31,7 @@ pub struct StatefulSet {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StatefulSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,6 +62,7 @@ pub struct StatefulSetSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StatefulSetUpdateStrategy {
     /// `RollingUpdate` or `OnDelete`.
@@ -69,6 +73,7 @@ pub struct StatefulSetUpdateStrategy {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RollingUpdateStatefulSet {
     /// Ordinals below this keep the current revision: a canary.
@@ -79,6 +84,7 @@ pub struct RollingUpdateStatefulSet {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RetentionPolicy {
     /// `Retain` or `Delete`.
@@ -89,6 +95,7 @@ pub struct RetentionPolicy {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Ordinals {
     #[serde(default)]
@@ -96,6 +103,7 @@ pub struct Ordinals {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StatefulSetStatus {
     #[serde(default, skip_serializing_if = "is_zero_i64")]

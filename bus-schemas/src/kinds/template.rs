@@ -11,6 +11,7 @@ use crate::validation::label_key;
 
 /// The pods a workload stamps out: metadata (labels the selector finds them by) and a spec.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PodTemplateSpec {
     #[serde(default, skip_serializing_if = "is_default")]
