@@ -58,6 +58,20 @@ impl Serialize for FieldsV1 {
     }
 }
 
+#[cfg(feature = "openapi")]
+impl schemars::JsonSchema for FieldsV1 {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "FieldsV1".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "description": "The fields a manager owns, as a tree: `f:<field>` for a field, `k:<json>` for an item of a list keyed by its merge key, `v:<json>` for an item of a set, `.` for the node itself.",
+        })
+    }
+}
+
 /// Accepts the text (the bus) or the tree (people, and state logs written before the text
 /// form), whatever the format claims to be: wrapping deserializers do not all forward
 /// `is_human_readable`.
