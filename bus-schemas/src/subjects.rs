@@ -237,14 +237,20 @@ pub enum NodeReport {
     NodeStatus,
     /// Empty: renews the node's Lease.
     Heartbeat,
+    /// An ObjectRef: a Secret a pod bound to this node uses, answered decrypted.
+    Secret,
+    /// An Event about a pod bound to this node.
+    Event,
 }
 
 impl NodeReport {
-    pub const ALL: [NodeReport; 4] = [
+    pub const ALL: [NodeReport; 6] = [
         NodeReport::PodStatus,
         NodeReport::PodDelete,
         NodeReport::NodeStatus,
         NodeReport::Heartbeat,
+        NodeReport::Secret,
+        NodeReport::Event,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -253,6 +259,8 @@ impl NodeReport {
             NodeReport::PodDelete => "pod-delete",
             NodeReport::NodeStatus => "node-status",
             NodeReport::Heartbeat => "heartbeat",
+            NodeReport::Secret => "secret",
+            NodeReport::Event => "event",
         }
     }
 
@@ -270,7 +278,7 @@ pub enum NodeSubjectError {
     Malformed(String),
     #[error(transparent)]
     Token(#[from] TokenError),
-    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status or heartbeat")]
+    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status, heartbeat, secret or event")]
     UnknownReport(String),
 }
 

@@ -45,6 +45,11 @@ pub enum Command {
     Up(UpArgs),
     /// Create or update objects from manifests.
     Apply(ApplyArgs),
+    /// Create a ConfigMap or Secret from literals and files.
+    Create {
+        #[command(subcommand)]
+        command: crate::create::CreateCommand,
+    },
     /// List objects.
     Get(GetArgs),
     /// Show one object in detail, with its events.
@@ -208,6 +213,11 @@ pub struct UpArgs {
     /// a standby takes over this long after the leader stopped renewing.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub lease_seconds: u64,
+    /// The Secret encryption key file (`NAME:BASE64` lines; the first encrypts, all
+    /// decrypt), created with one key when missing. Default: DATA_DIR/secrets.key. Every
+    /// API replica of a cluster needs the same file.
+    #[arg(long)]
+    pub secret_key_file: Option<PathBuf>,
 }
 
 /// What `shoal up --actors` can start.

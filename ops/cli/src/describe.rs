@@ -126,6 +126,7 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
         crate::hpa::describe(&obj);
     }
     match (obj.get("spec"), obj.get("status")) {
+        _ if crate::create::describe(info.kind, &obj) => {}
         (None, None) => {
             let mut body = obj.clone();
             if let Some(m) = body.as_object_mut() {

@@ -16,6 +16,7 @@
 
 mod apply;
 mod cli;
+mod create;
 mod delete;
 mod describe;
 mod exec;
@@ -124,6 +125,7 @@ fn init_telemetry(
 fn command_span(command: &cli::Command) -> tracing::Span {
     let name = match command {
         cli::Command::Apply(_) => "apply",
+        cli::Command::Create { .. } => "create",
         cli::Command::Delete(_) => "delete",
         cli::Command::Scale(_) => "scale",
         cli::Command::Rollout { .. } => "rollout",
@@ -168,6 +170,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                         .with_field_manager(field_manager_of(&command));
                     match command {
                         Command::Apply(a) => apply::run(&session, a).await,
+                        Command::Create { command } => create::run(&session, command).await,
                         Command::Get(a) => get::run(&session, a).await,
                         Command::Describe(a) => describe::run(&session, a).await,
                         Command::Delete(a) => delete::run(&session, a).await,

@@ -8,6 +8,7 @@
 //! - `network`: Service and Endpoints rows.
 //! - `cluster`: Namespace, Node, Lease, PriorityClass and Event rows.
 //! - `autoscaling`: the HorizontalPodAutoscaler row.
+//! - `config`: ConfigMap and Secret rows.
 //! - `characterization` (tests): every kind in every layout, byte for byte, against
 //!   `testdata/get.golden`.
 //!
@@ -20,6 +21,7 @@
 mod autoscaling;
 mod cells;
 mod cluster;
+mod config;
 mod network;
 mod workloads;
 
