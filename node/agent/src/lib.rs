@@ -7,6 +7,8 @@
 //! - [`worker`]: one pod's loop: sandbox, images, init containers, app containers, restarts
 //!   with back-off, probes, status reports, graceful termination.
 //! - [`spec`]: Pod → runtime sandbox and container specs.
+//! - [`config`]: ConfigMaps, Secrets and the downward API as env and as volumes that follow
+//!   their sources (Kubernetes' atomic `..data` swap).
 //! - [`status`]: observed state → PodStatus (phase, conditions, container statuses).
 //! - [`probes`]: startup/liveness/readiness state machines and probe execution.
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
@@ -19,6 +21,7 @@
 
 pub mod agent;
 pub mod backend;
+pub mod config;
 pub mod hostnet;
 pub mod machine;
 pub mod netsetup;

@@ -85,6 +85,8 @@ pub struct Worker {
     /// All app containers ran (and were ready) once: routine work is not traced past it.
     start_recorded: bool,
     startup_over: bool,
+    /// Why the pod's configuration volumes could not be written on the last pass.
+    config_volumes: Result<(), spec::ConfigError>,
 }
 
 impl Worker {
@@ -128,6 +130,7 @@ impl Worker {
             started_any: false,
             start_recorded: false,
             startup_over: false,
+            config_volumes: Ok(()),
         }
     }
 
@@ -254,6 +257,8 @@ impl Worker {
             }
         }
         let sandbox = self.sandbox.clone().expect("sandbox just ensured");
+        // Every pass: a changed ConfigMap or Secret reaches running containers this way.
+        self.config_volumes = crate::config::volumes::refresh(&self.ctx, pod, &sandbox).await;
         // Init containers: one at a time, in order, each to successful completion.
         for i in 0..self.init.len() {
             self.observe(i, true).await;
@@ -516,15 +521,21 @@ impl Worker {
         if let Some(old) = t.id.take() {
             let _ = self.ctx.call(move |rt| rt.remove_container(&old)).await;
         }
+        let container = self.track(i, init).container.clone();
+        let volumes = self.config_volumes.clone();
+        let prepared =
+            crate::config::volumes::prepare(&self.ctx, pod, &container, sandbox, volumes).await;
         let t = self.track(i, init);
-        let container_spec = match spec::container_spec(pod, &t.container, &sandbox.ip.to_string())
-        {
+        let container_spec = match prepared {
             Ok(s) => s,
             Err(e) => {
                 t.observed.state = ObservedState::Waiting {
                     reason: "CreateContainerConfigError".into(),
-                    message: e.0,
+                    message: e.0.clone(),
                 };
+                let message = format!("Error: {}", e.0);
+                crate::config::volumes::report_event(&self.ctx, pod, "Warning", "Failed", &message)
+                    .await;
                 return;
             }
         };
