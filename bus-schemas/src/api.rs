@@ -6,6 +6,7 @@
 //! reply is a [`crate::Status`] and has the `Shoal-Code` header set to its code.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Header on apply replies: `created`, `configured` or `unchanged`.
 pub const HEADER_APPLY_RESULT: &str = "Shoal-Apply";
@@ -142,6 +143,20 @@ pub struct PodMetrics {
     pub memory_working_set_bytes: u64,
     #[serde(default)]
     pub containers: Vec<ContainerMetrics>,
+    /// Application metrics scraped from the pod by its node (annotation
+    /// `prometheus.io/scrape: "true"`), one per series; they back `Pods` metrics in HPAs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub app: Vec<AppMetric>,
+}
+
+/// One series of a pod's own metrics, as its Prometheus endpoint exposed it (counters and
+/// gauges; a histogram or summary contributes its `_sum` and `_count`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppMetric {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -37,6 +37,10 @@ pub const IMAGE_STORE: &str = "shoal-images";
 /// The token that stands for an empty namespace (cluster-scoped kinds).
 pub const CLUSTER_SCOPE_TOKEN: &str = "_";
 
+/// Sets the controllers' clock when `shoal up` runs with `SHOAL_TEST_CLOCK=bus` (tests only):
+/// request payload an RFC 3339 time, reply `ok`.
+pub const TEST_CLOCK: &str = "shoal.v1.test.clock";
+
 /// Header naming the event type on object subjects: ADDED, MODIFIED or DELETED.
 pub const HEADER_EVENT: &str = "Shoal-Event";
 /// Header carrying the HTTP-style result code on API replies (absent or 2xx means success).
@@ -237,10 +241,11 @@ pub enum NodeReport {
     NodeStatus,
     /// Empty: renews the node's Lease.
     Heartbeat,
+    /// An Event about a pod bound to the node (a lifecycle hook failed, a ConfigMap or Secret
+    /// is missing, an env key was skipped).
+    PodEvent,
     /// An ObjectRef: a Secret a pod bound to this node uses, answered decrypted.
     Secret,
-    /// An Event about a pod bound to this node.
-    Event,
 }
 
 impl NodeReport {
@@ -249,8 +254,8 @@ impl NodeReport {
         NodeReport::PodDelete,
         NodeReport::NodeStatus,
         NodeReport::Heartbeat,
+        NodeReport::PodEvent,
         NodeReport::Secret,
-        NodeReport::Event,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -259,8 +264,8 @@ impl NodeReport {
             NodeReport::PodDelete => "pod-delete",
             NodeReport::NodeStatus => "node-status",
             NodeReport::Heartbeat => "heartbeat",
+            NodeReport::PodEvent => "pod-event",
             NodeReport::Secret => "secret",
-            NodeReport::Event => "event",
         }
     }
 
@@ -278,7 +283,7 @@ pub enum NodeSubjectError {
     Malformed(String),
     #[error(transparent)]
     Token(#[from] TokenError),
-    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status, heartbeat, secret or event")]
+    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status, heartbeat, pod-event or secret")]
     UnknownReport(String),
 }
 

@@ -401,6 +401,18 @@ fn pod_helpers() {
     assert_eq!(total.get("memory"), Some(&q("128Mi")));
     assert_eq!(p.compute_qos_class(), "Burstable");
 
+    // A sidecar keeps running: its 500m adds to the app's 100m and to the init container
+    // started after it (500m + 1 = 1500m), which is now the peak.
+    let mut with_sidecar = p.clone();
+    let mut sidecar = with_sidecar.spec.init_containers[0].clone();
+    sidecar.name = "proxy".into();
+    sidecar.restart_policy = "Always".into();
+    sidecar.resources.requests = resources(&[("cpu", "500m"), ("memory", "256Mi")]);
+    with_sidecar.spec.init_containers.insert(0, sidecar);
+    let total = with_sidecar.requests_total();
+    assert_eq!(total.get("cpu"), Some(&q("1500m")));
+    assert_eq!(total.get("memory"), Some(&q("384Mi")));
+
     let mut guaranteed = Pod::default();
     guaranteed.spec.containers = vec![Container {
         name: "a".into(),

@@ -452,7 +452,41 @@ fn hpa_bounds() {
             }),
             ..Default::default()
         });
-    assert_eq!(fields(&causes_of(to_zero)), Vec::<String>::new());
+    assert_eq!(fields(&causes_of(to_zero.clone())), Vec::<String>::new());
+
+    // The built-in lag metric names its consumer; an activation threshold is a quantity.
+    let mut lag = to_zero;
+    lag.spec.metrics[2].external.as_mut().unwrap().metric.name = "jetstream_consumer_lag".into();
+    lag.metadata.annotations.insert(
+        "autoscaling.shoal.io/activation-threshold".into(),
+        "lots".into(),
+    );
+    let causes = causes_of(lag.clone());
+    assert_eq!(
+        fields(&causes),
+        [
+            "metadata.annotations[autoscaling.shoal.io/activation-threshold]",
+            "spec.metrics[2].external.metric.selector.matchLabels.stream",
+            "spec.metrics[2].external.metric.selector.matchLabels.consumer"
+        ]
+    );
+    lag.metadata.annotations.insert(
+        "autoscaling.shoal.io/activation-threshold".into(),
+        "2.5".into(),
+    );
+    lag.spec.metrics[2]
+        .external
+        .as_mut()
+        .unwrap()
+        .metric
+        .selector = Some(bus_schemas::selector::LabelSelector {
+        match_labels: [("stream", "JOBS"), ("consumer", "worker")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    });
+    assert_eq!(fields(&causes_of(lag)), Vec::<String>::new());
 
     let mut metrics = hpa();
     metrics.spec.metrics[0].type_ = "Pods".into();

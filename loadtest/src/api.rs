@@ -47,6 +47,7 @@ pub fn run(args: ApiArgs) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let (runtime, natsd) = crate::control_plane::nats_on_runtime(dir.path(), 1)?;
     let url = natsd.url();
+    crate::tracing_mode::export_to(&url);
     println!(
         "nats-server {url} with JetStream sync_interval: always (store {})",
         dir.path().display()

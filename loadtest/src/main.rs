@@ -5,13 +5,17 @@
 //!   stream, p99 at a fixed offered rate, and list-by-selector latency.
 //! - `pods`: pod create → Running latency on a real node, through a watch.
 //! - `stats`: percentiles and rates.
+//! - `tracing_mode`: untraced, or traced as `shoal up` is (for `bench_tracing`).
+//! - `chaos`: a three-host R3 cluster under churn and faults, and a history checker.
 //! - `src/bin/`: the runtime, scheduling and hollow-node benchmarks.
 
 mod api;
+mod chaos;
 mod control_plane;
 mod pods;
 mod raw;
 mod stats;
+mod tracing_mode;
 
 use clap::{Parser, Subcommand};
 
@@ -36,17 +40,15 @@ enum Command {
     Api(api::ApiArgs),
     /// Pod create → Running on a real node (scheduler + agent + containers), p50/p99.
     Pods(pods::PodsArgs),
+    /// A three-host NATS cluster at R3 under churn and faults; checks the history after.
+    Chaos(chaos::ChaosArgs),
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    let _tracing = tracing_mode::init("loadtest");
     match Cli::parse().command {
         Command::Api(args) => api::run(args),
         Command::Pods(args) => pods::run(args),
+        Command::Chaos(args) => chaos::run(args),
     }
 }

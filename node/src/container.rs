@@ -66,6 +66,11 @@ pub struct ContainerSpec {
     pub cap_add: Vec<String>,
     pub cap_drop: Vec<String>,
     pub read_only_rootfs: bool,
+    /// Where the container may write a termination message (Kubernetes'
+    /// `terminationMessagePath`); the runtime keeps the file on the host so it can be read
+    /// after the container exits.
+    #[serde(default)]
+    pub termination_message_path: Option<String>,
 }
 
 impl ContainerSpec {

@@ -5,6 +5,7 @@
 //! imports one that imports it back.
 //! - [`actor`]: the actix adapter: subscriptions in, replies out, one task per request, lanes.
 //! - [`server`]: routing by subject to verb and kind; node reports.
+//! - [`node_events`]: a node's Events about pods bound to it (checked against the binding).
 //! - the verbs: [`write`] (create, update, update-status, patch; the shared
 //!   `prepare_spec_change` every change of spec goes through; writes that name a field
 //!   manager record what they changed in `metadata.managedFields`), [`apply`] (server-side

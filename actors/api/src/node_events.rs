@@ -1,5 +1,8 @@
-//! Events a node agent reports about its pods (`shoal.v1.node.<node>.event`): accepted only
-//! for a pod bound to that node, so a node credential cannot write events about others.
+//! `pod-event` node reports: a node agent records an Event about a pod bound to it (a
+//! lifecycle hook that failed, a missing ConfigMap or Secret, a skipped env key). Through the
+//! node's own subject rather than the Event verbs, so a node credential can speak only about
+//! its own pods: the API checks that the pod is bound to the reporting node before writing
+//! anything.
 
 use bus_schemas::kinds::{Event, Pod};
 use bus_schemas::{subjects, Reason, Status};
@@ -12,42 +15,76 @@ use crate::state::{decode_object, ApiServer};
 /// How long the pod cache may take to show a pod the node already sees.
 const CACHE_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Concurrent reports of the same event each bump its count; this many lost races in a row
+/// give up (the event is a record, not state anything acts on).
+const BUMP_ATTEMPTS: usize = 3;
+
 impl ApiServer {
-    pub(crate) async fn node_event(&self, req: &Request<'_>, node: &str) -> Result<Reply, Status> {
+    pub(crate) async fn pod_event(&self, req: &Request<'_>, node: &str) -> Result<Reply, Status> {
         let event: Event = decode_object(req.payload)?;
-        let about = &event.involved_object;
-        let own_pod = about.kind == "Pod"
-            && about.namespace == event.metadata.namespace
-            && self.bound_to(node, &about.namespace, &about.name).await?;
-        if !own_pod {
+        let involved = &event.involved_object;
+        if involved.kind != "Pod" || involved.namespace != event.metadata.namespace {
             return Err(Status::new(
                 Reason::Forbidden,
-                format!(
-                    "node {node:?} may report events only about its own pods, not {} {}/{}",
-                    about.kind, about.namespace, about.name
-                ),
+                format!("node {node:?} may only report events about pods, in the pod's namespace"),
             ));
         }
-        let anonymous = Request::new(req.subject, None, req.payload);
-        let created = self.create_object(&anonymous, event).await?;
-        Reply::ok(&created)
+        let (ns, name) = (involved.namespace.as_str(), involved.name.as_str());
+        let bound_here = |pod: &Pod| pod.spec.node_name == node && pod.metadata.uid == involved.uid;
+        let cached = self.cached_or_current::<Pod>(ns, name).await?;
+        let pod = match cached {
+            Some(pod) if bound_here(&pod) => pod,
+            // The cache may not show the bind yet: ask the log before refusing.
+            _ => self
+                .current::<Pod>(ns, name)
+                .await?
+                .map(|(pod, _)| pod)
+                .ok_or_else(|| Status::not_found("Pod", ns, name))?,
+        };
+        if !bound_here(&pod) {
+            return Err(Status::new(
+                Reason::Forbidden,
+                format!("node {node:?} may not report events about pod {ns}/{name}: it is not bound there"),
+            ));
+        }
+        // Written as the server's own bookkeeping, not as the node: node ownership rules are
+        // about the pod, which was checked above.
+        let write = Request::new(req.subject, None, req.payload);
+        match self.create_object(&write, event.clone()).await {
+            Ok(created) => return Reply::ok(&created),
+            Err(s) if s.is(Reason::AlreadyExists) => {}
+            Err(s) => return Err(s),
+        }
+        let event_name = event.metadata.name.as_str();
+        for _ in 0..BUMP_ATTEMPTS {
+            let Some((mut existing, _)) = self.current::<Event>(ns, event_name).await? else {
+                continue;
+            };
+            if existing.involved_object.uid != event.involved_object.uid {
+                // The same name for a recreated pod: start counting afresh.
+                existing.involved_object = event.involved_object.clone();
+                existing.count = 0;
+                existing.first_timestamp = event.first_timestamp;
+            }
+            existing.count = existing.count.saturating_add(1);
+            existing.message.clone_from(&event.message);
+            existing.type_.clone_from(&event.type_);
+            existing.last_timestamp = event.last_timestamp;
+            match self.update_object(&write, existing, false).await {
+                Ok(updated) => return Reply::ok(&updated),
+                Err(s) if s.is(Reason::Conflict) => continue,
+                Err(s) => return Err(s),
+            }
+        }
+        Err(Status::new(
+            Reason::Conflict,
+            format!("event {ns}/{event_name}: too many concurrent writers"),
+        ))
     }
 
-    /// Whether pod `namespace/name` is bound to `node`, by the pod cache brought up to the
-    /// log when it does not show it yet (the node may have seen the pod first).
-    pub(crate) async fn bound_to(
-        &self,
-        node: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<bool, Status> {
-        self.node_has_pod(node, |pod| {
-            pod.metadata.namespace == namespace && pod.metadata.name == name
-        })
-        .await
-    }
-
-    /// Whether a pod bound to `node` satisfies `test`, with the same catch-up.
+    /// Whether a pod bound to `node` satisfies `test`, by the pod cache brought up to the log
+    /// when it does not show one yet (the node may have seen the pod first). Node-scoped
+    /// reads (a Secret) are answered only when this holds.
     pub(crate) async fn node_has_pod(
         &self,
         node: &str,

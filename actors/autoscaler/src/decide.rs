@@ -12,7 +12,7 @@ use bus_schemas::kinds::hpa::{
     ContainerResourceMetricStatus, CrossVersionObjectReference, ExternalMetricStatus,
     HorizontalPodAutoscaler, HorizontalPodAutoscalerStatus, MetricIdentifier, MetricSpec,
     MetricStatus, MetricTarget, MetricValueStatus, ObjectMetricStatus, PodsMetricStatus,
-    ResourceMetricStatus,
+    ResourceMetricStatus, ACTIVATION_ANNOTATION,
 };
 use bus_schemas::meta::Condition;
 use bus_schemas::quantity::Quantity;
@@ -193,7 +193,38 @@ pub fn plan(input: &Input<'_>) -> Plan {
             reason: "Current number of replicas below Spec.MinReplicas",
         };
     }
-    Plan::Metrics(propose(input))
+    let mut proposal = propose(input);
+    if input.target.spec_replicas == 0 && !activated(input) {
+        proposal.replicas = proposal.replicas.map(|_| 0);
+    }
+    Plan::Metrics(proposal)
+}
+
+/// Whether a target at zero may wake: some External or Object metric is above the HPA's
+/// activation threshold. An unparsable threshold is refused by validation; here it is 0.
+fn activated(input: &Input<'_>) -> bool {
+    let Some(threshold) = input.hpa.metadata.annotations.get(ACTIVATION_ANNOTATION) else {
+        return true;
+    };
+    let threshold_milli = threshold
+        .parse::<Quantity>()
+        .map(|q| q.milli_value())
+        .unwrap_or(0);
+    let ns = &input.hpa.metadata.namespace;
+    input.hpa.spec.metrics.iter().any(|spec| {
+        let value = match (spec.external.as_ref(), spec.object.as_ref()) {
+            (Some(e), _) if spec.type_ == "External" => {
+                input.metrics.external_metric(ns, &e.metric)
+            }
+            (_, Some(o)) if spec.type_ == "Object" => {
+                input
+                    .metrics
+                    .object_metric(ns, &o.described_object, &o.metric)
+            }
+            _ => return false,
+        };
+        value.is_ok_and(|milli| i128::from(milli) > threshold_milli)
+    })
 }
 
 /// Every metric's proposal; the largest wins. A failed metric blocks a scale-down (it might

@@ -8,10 +8,13 @@
 //!   clamp, conditions, events) and the status to write (pure).
 //! - [`metrics`]: the latest pod usage and external samples from the bus; bad samples are
 //!   dropped and counted.
+//! - [`jetstream_lag`]: JetStream consumer lag as a built-in External metric, read from
+//!   consumer info, woken by the stream's messages while the lag is zero.
 //! - [`hook`]: asking an autoscaling hook over NATS request/reply.
 //! - [`pass`]: one HPA against the cluster: scale through the API, status, Events, the
 //!   published decision.
-//! - [`run`]: the actor: leader election, the metrics feed, periodic and prompt passes.
+//! - [`run`]: the actor: leader election, the metrics feed, periodic and prompt passes (a
+//!   span per pass and per HPA, the decisions counted in Prometheus).
 //!
 //! Like every actor it never calls another: it reads HPAs and pods from the shared caches
 //! and metrics from the bus, and writes only through the API (the scale subresource, HPA
@@ -20,6 +23,7 @@
 pub mod calc;
 pub mod decide;
 pub mod hook;
+pub mod jetstream_lag;
 pub mod metrics;
 pub mod normalize;
 pub mod pass;
@@ -35,8 +39,10 @@ use bus_schemas::subjects;
 use futures::StreamExt;
 use shoal_bus::leader::{LeaderElectionConfig, LeaderElector, Leadership};
 use shoal_bus::{ApiClient, InformerFactory, Store, StoreError};
+use tracing::Instrument;
 
 use crate::decide::Settings;
+use crate::jetstream_lag::LagWatchers;
 use crate::metrics::MetricStore;
 use crate::pass::Ctx;
 
@@ -64,6 +70,9 @@ pub struct AutoscalerConfig {
     pub metrics_max_age: Duration,
     /// The node agents' sample period (the span a usage sample averages over).
     pub sample_window: Duration,
+    /// How often JetStream consumer lag is read while messages are pending (a message to an
+    /// idle stream is noticed at once).
+    pub lag_period: Duration,
 }
 
 impl Default for AutoscalerConfig {
@@ -76,6 +85,7 @@ impl Default for AutoscalerConfig {
             hook_timeout: Duration::from_secs(2),
             metrics_max_age: Duration::from_secs(60),
             sample_window: Duration::from_secs(5),
+            lag_period: Duration::from_secs(1),
         }
     }
 }
@@ -107,12 +117,15 @@ pub async fn run(
         None => InformerFactory::new(Store::open(nats.clone()).await?),
     };
     let api = ApiClient::new(nats.clone());
-    let metrics = MetricStore::new(config.metrics_max_age, config.sample_window);
     let prompt = Arc::new(tokio::sync::Notify::new());
+    let lag = LagWatchers::new(nats.clone(), config.lag_period, prompt.clone());
+    let lag_table = lag.table.clone();
+    let metrics = MetricStore::new(config.metrics_max_age, config.sample_window)
+        .with_builtin(move |_, metric| lag_table.answer(metric));
     let feed = spawn_metrics_feed(&nats, metrics.clone(), prompt.clone()).await?;
     let hpas = informers.get::<HorizontalPodAutoscaler>();
     let pods = informers.get::<Pod>();
-    let watcher = spawn_hpa_watch(&hpas, prompt.clone());
+    let watcher = spawn_hpa_watch(&hpas, prompt.clone(), lag);
     tokio::pin!(shutdown);
     let result = loop {
         let mut leadership: Option<Leadership> = None;
@@ -193,13 +206,25 @@ pub async fn one_pass(ctx: &Arc<Ctx>) {
     let pods = &ctx.pods;
     ctx.metrics
         .retain_pods(|ns, name| pods.get(ns, name).is_some());
+    let started = std::time::Instant::now();
+    let span = tracing::info_span!(
+        "autoscaler.pass",
+        shoal.actor = "autoscaler",
+        hpas = hpas.len()
+    );
     futures::stream::iter(hpas)
         .filter(|hpa| std::future::ready(!ctx.backing_off(&hpa.metadata.uid)))
         .for_each_concurrent(PASS_CONCURRENCY, |hpa| {
             let ctx = ctx.clone();
-            async move { pass::reconcile(&ctx, hpa).await }
+            let span = pass::reconcile_span(&span, &hpa);
+            async move { pass::reconcile(&ctx, hpa).await }.instrument(span)
         })
+        .instrument(span.clone())
         .await;
+    shoal_telemetry::metrics()
+        .autoscaler
+        .pass_seconds
+        .observe(started.elapsed().as_secs_f64());
 }
 
 /// Feeds the metric store from `shoal.v1.metrics.>`; an external sample prompts a pass, so
@@ -226,27 +251,43 @@ async fn spawn_metrics_feed(
     }))
 }
 
-/// A new or changed HPA is evaluated at once.
+/// A new or changed HPA is evaluated at once; the consumers whose lag HPAs read are
+/// followed as HPAs come and go.
 fn spawn_hpa_watch(
     hpas: &shoal_bus::Informer<HorizontalPodAutoscaler>,
     prompt: Arc<tokio::sync::Notify>,
+    mut lag: LagWatchers,
 ) -> tokio::task::JoinHandle<()> {
     let mut rx = hpas.subscribe();
+    let hpas = hpas.clone();
     tokio::spawn(async move {
+        let follow = |lag: &mut LagWatchers| {
+            let all = hpas.list(None, &Selector::everything());
+            lag.follow(&jetstream_lag::referenced(all.iter().map(|h| h.as_ref())));
+        };
+        // Changes missed while the cache loads are covered by a slow periodic look.
+        let mut resync = tokio::time::interval(Duration::from_secs(5));
         loop {
-            match rx.recv().await {
-                Ok(change) => {
-                    // Our own status writes change the HPA too: only spec changes matter.
-                    let spec_changed = change
-                        .old
-                        .as_ref()
-                        .is_none_or(|old| old.spec != change.new.spec);
-                    if spec_changed {
+            tokio::select! {
+                change = rx.recv() => match change {
+                    Ok(change) => {
+                        // Our own status writes change the HPA too: only spec changes matter.
+                        let spec_changed = change
+                            .old
+                            .as_ref()
+                            .is_none_or(|old| old.spec != change.new.spec);
+                        if spec_changed {
+                            follow(&mut lag);
+                            prompt.notify_one();
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        follow(&mut lag);
                         prompt.notify_one();
                     }
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => prompt.notify_one(),
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+                _ = resync.tick() => follow(&mut lag),
             }
         }
     })

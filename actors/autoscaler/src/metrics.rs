@@ -42,6 +42,14 @@ impl Dropped {
     }
 }
 
+fn count_dropped(reason: &'static str) {
+    shoal_telemetry::metrics()
+        .autoscaler
+        .dropped_samples
+        .get_or_create(&[shoal_telemetry::metrics::label("reason", reason)])
+        .inc();
+}
+
 #[derive(Debug, Clone)]
 struct Series {
     labels: BTreeMap<String, String>,
@@ -139,6 +147,7 @@ impl MetricStore {
             Ok(s) => s,
             Err(e) => {
                 self.dropped.undecodable.fetch_add(1, Ordering::Relaxed);
+                count_dropped("undecodable");
                 tracing::debug!(%namespace, %name, error = %e, "undecodable external metric dropped");
                 return false;
             }
@@ -156,6 +165,14 @@ impl MetricStore {
         };
         if let Some(counter) = counter {
             counter.fetch_add(1, Ordering::Relaxed);
+            let reason = if !sample.value.is_finite() {
+                "not_a_number"
+            } else if sample.value < 0.0 {
+                "negative"
+            } else {
+                "stale"
+            };
+            count_dropped(reason);
             return false;
         }
         let milli = (sample.value * 1000.0).round().min(i64::MAX as f64) as i64;
@@ -221,15 +238,38 @@ impl MetricsView for MetricStore {
         })
     }
 
-    fn pod_metric(
-        &self,
-        _namespace: &str,
-        _pod: &str,
-        _metric: &MetricIdentifier,
-    ) -> Option<Sample> {
-        // NOTE: per-pod application metrics (Prometheus scraping by the node agents) are not
-        // published yet; a Pods metric therefore reports missing metrics.
-        None
+    fn pod_metric(&self, namespace: &str, pod: &str, metric: &MetricIdentifier) -> Option<Sample> {
+        let inner = self.inner.read().expect("metrics lock");
+        let m = inner.pods.get(&(namespace.to_string(), pod.to_string()))?;
+        if !self.fresh(m.timestamp, Self::now()) {
+            return None;
+        }
+        // The pod's series of that name the selector matches, summed (as Prometheus' `sum`
+        // over the pod would); none at all is a missing metric, not a zero.
+        let values: Vec<f64> = m
+            .app
+            .iter()
+            .filter(|s| s.name == metric.name)
+            .filter(|s| {
+                metric
+                    .selector
+                    .as_ref()
+                    .is_none_or(|sel| sel.matches(&s.labels))
+            })
+            .map(|s| s.value)
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .collect();
+        if values.is_empty() {
+            return None;
+        }
+        let milli = (values.iter().sum::<f64>() * 1000.0)
+            .round()
+            .min(i64::MAX as f64) as i64;
+        Some(Sample {
+            milli,
+            timestamp: m.timestamp,
+            window: self.sample_window,
+        })
     }
 
     fn object_metric(

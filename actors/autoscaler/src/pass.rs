@@ -192,6 +192,32 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
     }
 }
 
+/// One HPA's evaluation inside a pass; [`reconcile`] fills in what it decided.
+pub fn reconcile_span(pass: &tracing::Span, hpa: &HorizontalPodAutoscaler) -> tracing::Span {
+    tracing::info_span!(
+        parent: pass,
+        "autoscaler.reconcile",
+        kind = "HorizontalPodAutoscaler",
+        namespace = %hpa.metadata.namespace,
+        name = %hpa.metadata.name,
+        target = %hpa.spec.scale_target_ref.name,
+        current_replicas = tracing::field::Empty,
+        proposal = tracing::field::Empty,
+        desired_replicas = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    )
+}
+
+/// Records the pass's outcome on its span and in the decisions counter.
+fn count_outcome(outcome: &'static str) {
+    tracing::Span::current().record("outcome", outcome);
+    shoal_telemetry::metrics()
+        .autoscaler
+        .decisions
+        .get_or_create(&[shoal_telemetry::metrics::label("outcome", outcome)])
+        .inc();
+}
+
 /// Runs one pass for `hpa`. Never fails: what goes wrong becomes conditions and Events.
 pub async fn reconcile(ctx: &Ctx, hpa: Arc<HorizontalPodAutoscaler>) {
     let now: Time = chrono::Utc::now();
@@ -213,6 +239,7 @@ pub async fn reconcile(ctx: &Ctx, hpa: Arc<HorizontalPodAutoscaler>) {
             );
             write_status(ctx, &hpa, status).await;
             ctx.failed(&uid);
+            count_outcome("failed");
             return;
         }
     };
@@ -238,6 +265,7 @@ pub async fn reconcile(ctx: &Ctx, hpa: Arc<HorizontalPodAutoscaler>) {
             ctx.events
                 .record(hpa.as_ref(), WARNING, "InvalidSelector", message);
             write_status(ctx, &hpa, status).await;
+            count_outcome("failed");
             return;
         }
     };
@@ -347,6 +375,17 @@ pub async fn reconcile(ctx: &Ctx, hpa: Arc<HorizontalPodAutoscaler>) {
         ctx.events
             .record(hpa.as_ref(), type_, &event.reason, event.message.clone());
     }
+    let span = tracing::Span::current();
+    span.record("current_replicas", scale.spec.replicas);
+    span.record("proposal", proposal);
+    span.record("desired_replicas", decision.desired_replicas);
+    count_outcome(match (scaled, decision.failed) {
+        (true, _) if decision.desired_replicas > scale.spec.replicas => "scaled_up",
+        (true, _) => "scaled_down",
+        (false, true) => "failed",
+        (false, false) if decision.rescale => "failed",
+        (false, false) => "unchanged",
+    });
     let status = decide::status_after(&hpa.status, &decision, &extra, scaled, now);
     write_status(ctx, &hpa, status).await;
     publish_decision(

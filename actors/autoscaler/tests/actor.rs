@@ -478,3 +478,124 @@ async fn a_standby_takes_over_from_a_killed_leader_without_scaling_twice() {
     );
     second.kill();
 }
+
+/// An HPA on the built-in JetStream consumer lag of `JOBS`/`worker`, 5 messages per replica,
+/// from zero (any pending message wakes the workload).
+fn lag_hpa(name: &str) -> HorizontalPodAutoscaler {
+    hpa(&format!(
+        "apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {name}
+  annotations: {{autoscaling.shoal.io/activation-threshold: '0'}}
+spec:
+  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: {name}}}
+  minReplicas: 0
+  maxReplicas: 5
+  behavior:
+    scaleDown: {{stabilizationWindowSeconds: 0}}
+  metrics:
+  - type: External
+    external:
+      metric:
+        name: jetstream_consumer_lag
+        selector: {{matchLabels: {{stream: JOBS, consumer: worker}}}}
+      target: {{type: AverageValue, averageValue: '5'}}
+"
+    ))
+}
+
+/// No node runs here, so the test plays the consumer pod: once the Deployment has a
+/// replica, it pulls and acks what is pending on the durable consumer, as the pod would.
+#[actix::test]
+async fn jetstream_lag_wakes_a_consumer_from_zero_at_once_and_lets_it_go_when_drained() {
+    use async_nats::jetstream::{self, consumer::pull, stream};
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    let _controllers = start_controllers(&cluster);
+    // Passes only at start and when prompted: whatever happens later is the push path.
+    let _autoscaler = start_autoscaler(
+        &cluster,
+        AutoscalerConfig {
+            sync_period: Duration::from_secs(3600),
+            lag_period: Duration::from_millis(300),
+            ..config()
+        },
+    )
+    .await;
+    let js = jetstream::new(cluster.nats.clone());
+    let jobs = js
+        .create_stream(stream::Config {
+            name: "JOBS".into(),
+            subjects: vec!["jobs.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let worker = jobs
+        .create_consumer(pull::Config {
+            durable_name: Some("worker".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    api.create(&deployment("worker", 0)).await.unwrap();
+    api.create(&lag_hpa("worker")).await.unwrap();
+    eventually("the HPA reading a lag of 0", WAIT, || async {
+        let hpa = api
+            .get::<HorizontalPodAutoscaler>("default", "worker")
+            .await
+            .unwrap();
+        find_condition(&hpa.status.conditions, "ScalingActive").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    assert_eq!(spec_replicas(&api, "worker").await, Some(0));
+
+    // One message: the first replica, without a periodic pass to wait for.
+    js.publish("jobs.resize", "photo-1".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    eventually("worker woken to 1", WAIT, || async {
+        spec_replicas(&api, "worker").await == Some(1)
+    })
+    .await;
+    // A burst: ceil(12 / 5) = 3.
+    for i in 2..=12 {
+        js.publish("jobs.resize", format!("photo-{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    eventually("worker at 3 for 12 pending", WAIT, || async {
+        spec_replicas(&api, "worker").await == Some(3)
+    })
+    .await;
+
+    // The pods' work: every pending message consumed and acked.
+    let mut consumed = Vec::new();
+    let mut batch = worker.fetch().max_messages(100).messages().await.unwrap();
+    while let Some(msg) = batch.next().await {
+        let msg = msg.unwrap();
+        consumed.push(String::from_utf8_lossy(&msg.payload).into_owned());
+        msg.double_ack().await.unwrap();
+    }
+    assert_eq!(consumed.len(), 12, "{consumed:?}");
+    assert_eq!(consumed[0], "photo-1");
+    eventually("worker back to 0 once drained", WAIT, || async {
+        spec_replicas(&api, "worker").await == Some(0)
+    })
+    .await;
+    let events: Vec<String> = events_of(&api, "worker")
+        .await
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert!(
+        events.iter().any(|m| m
+            == "New size: 1; reason: external metric jetstream_consumer_lag(consumer=worker,stream=JOBS) above target"),
+        "{events:?}"
+    );
+}

@@ -401,6 +401,43 @@ spec:
     assert_eq!(d.desired_replicas, 0, "nothing left to do: back to zero");
 }
 
+// KEDA's activation threshold: a target at zero wakes only above it; once awake, the
+// ordinary algorithm decides.
+#[test]
+fn a_target_at_zero_wakes_only_above_the_activation_threshold() {
+    let hpa = hpa("apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: worker
+  namespace: default
+  annotations: {autoscaling.shoal.io/activation-threshold: '5'}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: worker}
+  minReplicas: 0
+  maxReplicas: 10
+  metrics:
+  - type: External
+    external:
+      metric: {name: backlog}
+      target: {type: AverageValue, averageValue: '2'}
+");
+    let with = |value: i64| Table {
+        external: Some(value),
+        ..Table::default()
+    };
+    let mut history = History::default();
+    let d = pass(&hpa, 0, &[], &with(4_000), t0(), &mut history);
+    assert_eq!(d.desired_replicas, 0, "4 is not above 5: stays asleep");
+    let d = pass(&hpa, 0, &[], &with(6_000), at(1), &mut history);
+    assert_eq!(d.desired_replicas, 3, "6 wakes it: ceil(6 / 2)");
+    let pods: Vec<PodInfo> = (0..3).map(|i| pod(&format!("w{i}"), 100)).collect();
+    let d = pass(&hpa, 3, &pods, &with(4_000), at(2), &mut history);
+    assert_eq!(
+        d.desired_replicas, 3,
+        "awake, 4 asks for 2 but the scale-down window holds 3"
+    );
+}
+
 #[test]
 fn target_at_zero_with_a_positive_minimum_disables_scaling() {
     let hpa = cpu_hpa(1, 10, 50, "");

@@ -94,7 +94,7 @@ fn pod_usage_comes_from_the_agents_samples_and_ages_out() {
         timestamp: chrono::Utc::now() - chrono::Duration::seconds(age_seconds),
         cpu_millicores: cpu,
         memory_working_set_bytes: 64 << 20,
-        containers: Vec::new(),
+        ..Default::default()
     };
     let subject = subjects::metrics("n1", "default", "web-1");
     store.ingest(&subject, &codec::to_msgpack(&sample(1, 250)).unwrap());

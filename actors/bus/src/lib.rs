@@ -5,7 +5,9 @@
 //!   uses.
 //! - [`natsd`]: runs a nats-server child process (the one-machine cluster and every test);
 //!   throwaway servers on free ports (`Natsd::start_in`, `free_port`) only with the
-//!   `test-support` feature.
+//!   `test-support` feature. [`cluster`]: the `cluster {}` block of a clustered server and
+//!   the cluster's health as a client sees it (stream leaders, replicas current or lagging).
+//! - [`netns`]: async work inside another network namespace (a test fabric's host).
 //! - [`store`]: the JetStream state log: raw get, list and CAS write of object versions.
 //! - [`watch`]: resumable watches from a revision, across reconnects and server restarts.
 //! - [`client`]: the typed API client: create, update, delete, get, list, patch over
@@ -24,10 +26,12 @@
 
 pub mod backoff;
 pub mod client;
+pub mod cluster;
 pub mod controller;
 pub mod informer;
 pub mod leader;
 pub mod natsd;
+pub mod netns;
 pub mod reconcile_span;
 pub mod shutdown;
 pub mod store;
@@ -40,7 +44,12 @@ pub use store::{EventType, RawEvent, Store, StoreError, WriteMeta, Written};
 
 /// Connects to NATS with the options every Shoal process uses: fail fast when nothing answers
 /// at first (a clear error for people), then reconnect forever, so a restarted nats-server is
-/// picked up again without the process noticing more than a pause.
+/// picked up again without the process noticing more than a pause. `url` may list several
+/// servers of a NATS cluster, comma-separated: any one answering is enough.
+///
+/// Pings every [`PING_INTERVAL`]: a server cut off by the network (no reset, no FIN) is given
+/// up after two unanswered pings and the client moves to another server of the cluster,
+/// instead of waiting out the two minutes of async-nats' default.
 pub async fn connect(
     url: &str,
     name: &str,
@@ -50,6 +59,18 @@ pub async fn connect(
         .max_reconnects(None)
         .connection_timeout(std::time::Duration::from_secs(5))
         .request_timeout(Some(std::time::Duration::from_secs(10)))
-        .connect(url)
+        .ping_interval(PING_INTERVAL)
+        .connect(server_urls(url).as_slice())
         .await
+}
+
+/// How often a connection proves its server alive.
+pub const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The servers of a comma-separated URL list (`nats://h1:4222,nats://h2:4222`).
+pub fn server_urls(url: &str) -> Vec<&str> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect()
 }

@@ -39,6 +39,13 @@ pub struct NatsdConfig {
     /// Large enough for a 1 MiB object plus headers and a page of list results.
     pub max_payload: usize,
     pub sync_always: bool,
+    /// Distinct per server of a NATS cluster: it names the server in JetStream's Raft groups.
+    pub server_name: String,
+    /// Set: this server is one of a NATS cluster ([`crate::cluster`]).
+    pub cluster: Option<crate::cluster::ClusterConfig>,
+    /// Set: the server runs inside this network namespace (`ip netns` name), as one host of a
+    /// multi-host test fabric.
+    pub netns: Option<String>,
 }
 
 impl NatsdConfig {
@@ -50,15 +57,19 @@ impl NatsdConfig {
             data_dir: data_dir.into(),
             max_payload: 8 * 1024 * 1024,
             sync_always: true,
+            server_name: "shoal".into(),
+            cluster: None,
+            netns: None,
         }
     }
 
     fn render(&self) -> String {
         let store = self.data_dir.join("jetstream");
         let mut conf = format!(
-            "host: \"{}\"\nport: {}\nserver_name: shoal\nmax_payload: {}\nlog_file: \"{}\"\n",
+            "host: \"{}\"\nport: {}\nserver_name: \"{}\"\nmax_payload: {}\nlog_file: \"{}\"\n",
             self.host,
             self.port,
+            self.server_name,
             self.max_payload,
             self.log_path().display()
         );
@@ -73,6 +84,9 @@ impl NatsdConfig {
             conf.push_str("  sync_interval: always\n");
         }
         conf.push_str("}\n");
+        if let Some(cluster) = &self.cluster {
+            conf.push_str(&cluster.render());
+        }
         conf
     }
 
@@ -115,14 +129,52 @@ pub fn free_port() -> Result<u16, NatsdError> {
     Ok(listener.local_addr().map_err(NatsdError::NoPort)?.port())
 }
 
+/// How long a starting server may take to recover its store and answer.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// Polls `url` until JetStream answers (it does only once its store is recovered and, in a
+/// cluster, a meta leader is elected); false after `limit`.
+async fn probe_until_ready(url: String, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(client) = async_nats::connect(url.as_str()).await {
+            let js = async_nats::jetstream::new(client);
+            if js.query_account().await.is_ok() {
+                return true;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
 impl Natsd {
     pub async fn start(config: NatsdConfig) -> Result<Natsd, NatsdError> {
+        let server = Natsd::launch(config)?;
+        server.wait_ready(READY_WITHIN).await?;
+        Ok(server)
+    }
+
+    /// Starts the process without waiting for JetStream: a clustered server answers only once
+    /// a quorum of its peers runs, so a cluster's servers are all launched first and then
+    /// waited for ([`Natsd::ready`]).
+    pub fn launch(config: NatsdConfig) -> Result<Natsd, NatsdError> {
         let mut server = Natsd {
             config,
             child: None,
         };
-        server.spawn().await?;
+        server.spawn_process()?;
         Ok(server)
+    }
+
+    /// Waits until the server's JetStream answers.
+    pub async fn ready(&self) -> Result<(), NatsdError> {
+        self.wait_ready(READY_WITHIN).await
+    }
+
+    /// The server's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(|c| c.id())
     }
 
     /// A throwaway server on a free port with its store in `dir` (tests and benchmarks).
@@ -132,6 +184,11 @@ impl Natsd {
     }
 
     async fn spawn(&mut self) -> Result<(), NatsdError> {
+        self.spawn_process()?;
+        self.wait_ready(READY_WITHIN).await
+    }
+
+    fn spawn_process(&mut self) -> Result<(), NatsdError> {
         let binary = server_binary()?;
         std::fs::create_dir_all(&self.config.data_dir).map_err(|source| NatsdError::Config {
             path: self.config.data_dir.clone(),
@@ -142,7 +199,16 @@ impl Natsd {
             path: conf_path.clone(),
             source,
         })?;
-        let child = Command::new(binary)
+        // `ip netns exec` execs the server in place: the child's pid is the server's.
+        let mut command = match &self.config.netns {
+            Some(netns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", netns]).arg(binary);
+                c
+            }
+            None => Command::new(binary),
+        };
+        let child = command
             .arg("-c")
             .arg(&conf_path)
             .stdin(Stdio::null())
@@ -152,20 +218,29 @@ impl Natsd {
             .spawn()
             .map_err(NatsdError::Spawn)?;
         self.child = Some(child);
-        self.wait_ready(Duration::from_secs(20)).await
+        Ok(())
     }
 
     async fn wait_ready(&self, limit: Duration) -> Result<(), NatsdError> {
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            if let Ok(client) = async_nats::connect(self.config.url()).await {
-                // JetStream answers only once its store is recovered.
-                let js = async_nats::jetstream::new(client);
-                if js.query_account().await.is_ok() {
-                    return Ok(());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        if let Some(netns) = self.config.netns.clone() {
+            // The server is reachable only from inside its namespace: probe from a thread
+            // there, with a runtime of its own whose sockets are made in that namespace.
+            let url = self.config.url();
+            let ready = tokio::task::spawn_blocking(move || {
+                crate::netns::block_on_in(&netns, probe_until_ready(url, limit))
+            })
+            .await;
+            return match ready {
+                Ok(Ok(true)) => Ok(()),
+                _ => Err(NatsdError::NotReady {
+                    port: self.config.port,
+                    waited: limit,
+                    log: self.config.log_path(),
+                }),
+            };
+        }
+        if probe_until_ready(self.config.url(), limit).await {
+            return Ok(());
         }
         Err(NatsdError::NotReady {
             port: self.config.port,

@@ -8,6 +8,7 @@
 //!
 //! Only the API actors call the write half of this module.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, context::PublishErrorKind, stream};
@@ -101,8 +102,15 @@ impl StoreError {
 
 #[derive(Debug, Clone)]
 pub struct StreamSettings {
+    /// JetStream replicas of the cluster's state: the object log, the image store and the
+    /// usage samples the autoscaler reads. Container logs and traces stay at R1
+    /// (docs/architecture.md, "Several machines").
     pub replicas: usize,
 }
+
+/// Replicas of the bulk telemetry streams (container logs, traces): the largest write volume,
+/// and losing access to it while its one server is down harms no workload.
+pub const TELEMETRY_REPLICAS: usize = 1;
 
 impl Default for StreamSettings {
     fn default() -> Self {
@@ -139,14 +147,14 @@ pub async fn ensure_stream(
         max_messages_per_subject: 2000,
         max_bytes: 256 * 1024 * 1024,
         max_age: Duration::from_secs(24 * 3600),
-        num_replicas: settings.replicas,
+        num_replicas: TELEMETRY_REPLICAS,
         discard: stream::DiscardPolicy::Old,
         description: Some("Shoal container log lines, per pod and container".into()),
         ..Default::default()
     })
     .await
     .map_err(StoreError::unavailable)?;
-    shoal_telemetry::jetstream::ensure_stream(js, settings.replicas)
+    shoal_telemetry::jetstream::ensure_stream(js, TELEMETRY_REPLICAS)
         .await
         .map_err(StoreError::Unavailable)?;
     js.get_or_create_stream(stream::Config {
@@ -163,7 +171,39 @@ pub async fn ensure_stream(
     })
     .await
     .map_err(StoreError::unavailable)?;
-    Ok(())
+    ensure_image_store(js, settings.replicas).await
+}
+
+/// Creates the image registry's object store if absent, at `replicas`: an image a node
+/// cannot pull stops its pods as surely as a lost object would.
+pub async fn ensure_image_store(
+    js: &jetstream::Context,
+    replicas: usize,
+) -> Result<(), StoreError> {
+    if js.get_object_store(subjects::IMAGE_STORE).await.is_ok() {
+        return Ok(());
+    }
+    js.create_object_store(jetstream::object_store::Config {
+        bucket: subjects::IMAGE_STORE.to_string(),
+        description: Some("Shoal image blobs by digest, and references".into()),
+        storage: stream::StorageType::File,
+        num_replicas: replicas,
+        ..Default::default()
+    })
+    .await
+    .map(|_| ())
+    .map_err(StoreError::unavailable)
+}
+
+/// The state stream's replica count: what a component creating a cluster-wide store later
+/// (the image registry on first use) should match.
+pub async fn state_replicas(js: &jetstream::Context) -> Result<usize, StoreError> {
+    let mut stream = js
+        .get_stream(OBJECTS_STREAM)
+        .await
+        .map_err(StoreError::unavailable)?;
+    let info = stream.info().await.map_err(StoreError::unavailable)?;
+    Ok(info.config.num_replicas)
 }
 
 /// Read and CAS-write access to the state log.
@@ -331,10 +371,13 @@ impl Store {
             .await
             .map_err(StoreError::unavailable)?
             .num_pending;
-        let mut items = Vec::new();
+        // By subject: the consumer goes on past its snapshot, so a subject written while the
+        // list runs arrives again (a newer version, or its tombstone), and only the newest
+        // version may stay listed.
+        let mut items: HashMap<String, RawEvent> = HashMap::new();
         let mut revision = floor;
         if pending == 0 {
-            return Ok((items, revision));
+            return Ok((Vec::new(), revision));
         }
         let mut messages = consumer.messages().await.map_err(StoreError::unavailable)?;
         let deadline = Duration::from_secs(30);
@@ -353,13 +396,17 @@ impl Store {
                 msg.headers.as_ref().unwrap_or(&HeaderMap::new()),
                 msg.payload.clone(),
             );
-            if !raw.is_tombstone() {
-                items.push(raw);
+            if raw.is_tombstone() {
+                items.remove(&raw.subject);
+            } else {
+                items.insert(raw.subject.clone(), raw);
             }
             if remaining == 0 {
                 break;
             }
         }
+        let mut items: Vec<RawEvent> = items.into_values().collect();
+        items.sort_by_key(|raw| raw.revision);
         Ok((items, revision))
     }
 }

@@ -1,6 +1,7 @@
 //! Watches and lists against a real nats-server: a watch survives the server restarting
 //! (which also disconnects the client) without losing or repeating an event, and
-//! "list at N, then watch from N+1" reproduces the log exactly while writers keep writing.
+//! "list at N, then watch from N+1" reproduces the log exactly while writers keep writing or
+//! deleting.
 
 mod common;
 
@@ -87,6 +88,60 @@ async fn a_watch_survives_a_server_restart_without_loss_or_duplicates() {
         "unexpected extra event {:?}",
         extra.ok().flatten().map(|e| e.revision)
     );
+}
+
+/// Stores the tombstone of `name` over its newest version.
+async fn delete(store: &Store, name: &str) {
+    let subject = subjects::object("pod", "default", name);
+    let last = store.get_raw(&subject).await.unwrap().unwrap();
+    store
+        .write(
+            &subject,
+            EventType::Deleted,
+            last.payload.to_vec(),
+            last.revision,
+            &WriteMeta::default(),
+        )
+        .await
+        .unwrap();
+}
+
+/// The bug behind kubectl's `delete --wait` hanging: an object listed from the snapshot
+/// whose tombstone came in while the list was still reading stayed listed, at a revision
+/// past its deletion, so a watch from there never told anyone it was gone.
+#[tokio::test]
+async fn an_object_deleted_while_the_list_runs_is_not_listed_past_its_tombstone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_natsd, store) = setup(dir.path()).await;
+    for i in 0..400 {
+        write(&store, &format!("p{i}"), i).await;
+    }
+    let deleter = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for i in 0..400 {
+                delete(&store, &format!("p{i}")).await;
+            }
+        })
+    };
+    let filter = subjects::objects_of("pod", None);
+    let mut lists = 0;
+    while !deleter.is_finished() {
+        let (items, revision) = store.list_raw(&filter).await.unwrap();
+        lists += 1;
+        for item in &items {
+            let newest = store.get_raw(&item.subject).await.unwrap().unwrap();
+            assert!(
+                !(newest.is_tombstone() && newest.revision <= revision),
+                "{} is listed at revision {revision} but was deleted at {} (list {lists})",
+                item.subject,
+                newest.revision
+            );
+        }
+    }
+    deleter.await.unwrap();
+    let (items, _) = store.list_raw(&filter).await.unwrap();
+    assert!(items.is_empty(), "{} still listed", items.len());
 }
 
 #[tokio::test]

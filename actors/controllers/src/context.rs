@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bus_schemas::kinds::{
-    DaemonSet, Deployment, Endpoints, Job, Lease, Namespace, Node, Pod, ReplicaSet, Service,
+    ControllerRevision, CronJob, DaemonSet, Deployment, Endpoints, Job, Lease, Namespace, Node,
+    Pod, ReplicaSet, Service, StatefulSet,
 };
 use shoal_bus::{ApiClient, Informer, InformerFactory};
 
@@ -36,6 +37,8 @@ pub struct Tunables {
     /// pod onto the few survivors while the heartbeats that would clear it wait behind the
     /// evictions' writes (Kubernetes' full-disruption mode; its threshold is 0.55 too).
     pub unhealthy_threshold: f64,
+    /// The time CronJobs are scheduled by (tests set their own).
+    pub clock: crate::clock::Clock,
 }
 
 impl Default for Tunables {
@@ -48,6 +51,7 @@ impl Default for Tunables {
             concurrency: 16,
             resync: Duration::from_secs(60),
             unhealthy_threshold: 0.55,
+            clock: Default::default(),
         }
     }
 }
@@ -60,6 +64,9 @@ pub struct Ctx {
     pub deployments: Informer<Deployment>,
     pub daemonsets: Informer<DaemonSet>,
     pub jobs: Informer<Job>,
+    pub cronjobs: Informer<CronJob>,
+    pub statefulsets: Informer<StatefulSet>,
+    pub revisions: Informer<ControllerRevision>,
     pub nodes: Informer<Node>,
     pub leases: Informer<Lease>,
     pub namespaces: Informer<Namespace>,
@@ -80,6 +87,9 @@ impl Ctx {
             deployments: informers.get(),
             daemonsets: informers.get(),
             jobs: informers.get(),
+            cronjobs: informers.get(),
+            statefulsets: informers.get(),
+            revisions: informers.get(),
             nodes: informers.get(),
             leases: informers.get(),
             namespaces: informers.get(),

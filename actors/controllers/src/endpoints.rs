@@ -66,10 +66,18 @@ fn resolve_port(pod: &Pod, target: &IntOrString, protocol: &str) -> Option<i32> 
     }
 }
 
-fn address(pod: &Pod) -> EndpointAddress {
+/// A pod's endpoint; it carries the pod's hostname when the pod names this Service as its
+/// subdomain, which is what gives StatefulSet pods DNS names of their own
+/// (`web-0.web.NS.svc.<domain>`), as Kubernetes' endpoints controller does.
+fn address(pod: &Pod, svc: &Service) -> EndpointAddress {
+    let own_name = !pod.spec.hostname.is_empty() && pod.spec.subdomain == svc.metadata.name;
     EndpointAddress {
         ip: pod.status.pod_ip.clone(),
-        hostname: String::new(),
+        hostname: if own_name {
+            pod.spec.hostname.clone()
+        } else {
+            String::new()
+        },
         node_name: (!pod.spec.node_name.is_empty()).then(|| pod.spec.node_name.clone()),
         target_ref: Some(ObjectReference {
             kind: "Pod".into(),
@@ -142,9 +150,9 @@ pub fn decide_with_nodes(
         let serving =
             pod.is_ready() && (pod.spec.node_name.is_empty() || node_is_ready(&pod.spec.node_name));
         if serving || svc.spec.publish_not_ready_addresses {
-            subset.addresses.push(address(pod));
+            subset.addresses.push(address(pod, svc));
         } else {
-            subset.not_ready_addresses.push(address(pod));
+            subset.not_ready_addresses.push(address(pod, svc));
         }
     }
     let order = |a: &EndpointAddress| (a.ip.clone(), a.target_ref.as_ref().map(|r| r.name.clone()));

@@ -9,10 +9,10 @@
 //! - dependent side: when none of its owners exists any more (checked by uid, and confirmed
 //!   with a live read before acting), delete it (background); dangling references next to a
 //!   live owner are dropped;
-//! - namespaced objects whose namespace is gone are deleted; pods bound to a node that no
-//!   longer exists are deleted at once (Kubernetes' pod GC);
+//! - namespaced objects whose namespace is gone are deleted;
 //! - Namespaces themselves are not collected here: the namespace controller
-//!   ([`crate::namespace`]) owns them and deletes their content.
+//!   ([`crate::namespace`]) owns them and deletes their content; pods bound to a node that
+//!   no longer exists are the pod collector's ([`crate::podgc`]).
 //!
 //! [`decide_owner_side`] and [`decide_dependent_side`] are the pure parts.
 //!
@@ -20,13 +20,12 @@
 //! of the owner's namespace for non-controller references; the scan runs only for owners
 //! that are being deleted with a finalizer, which is rare.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bus_schemas::api::DeleteOptions;
-use bus_schemas::kinds::{Namespace, Node, Pod, KINDS};
+use bus_schemas::kinds::{Namespace, KINDS};
 use bus_schemas::selector::Selector;
 use bus_schemas::{with_kind, OwnerReference, Resource};
 use shoal_bus::controller::{self, Action, ControllerConfig};
@@ -315,19 +314,6 @@ pub async fn reconcile<K: Resource>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action
                 ))
             }
             Ok(_) => {}
-        }
-    }
-    // Pods bound to a node that no longer exists.
-    if let Some(pod) = (obj.as_ref() as &dyn Any).downcast_ref::<Pod>() {
-        let node = &pod.spec.node_name;
-        if !node.is_empty() && ctx.nodes.get("", node).is_none() {
-            match ctx.api.get::<Node>("", node).await {
-                Err(e) if e.is_not_found() => {
-                    delete_any(&ctx, "Pod", &meta.namespace, &meta.name, None, Some(0)).await?;
-                }
-                Err(e) => return Err(ReconcileError::api("get", "Node", node.clone(), e)),
-                Ok(_) => {}
-            }
         }
     }
     Ok(Action::AwaitChange)

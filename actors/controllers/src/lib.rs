@@ -1,4 +1,4 @@
-//! Workload controllers: ReplicaSet, Deployment, DaemonSet, Job, Endpoints, garbage
+//! Workload controllers: ReplicaSet, Deployment, DaemonSet, StatefulSet, Job, CronJob, Endpoints, garbage
 //! collection, namespace deletion and node lifecycle.
 //!
 //! # Layout
@@ -8,13 +8,15 @@
 //! - One module per controller, each split into a pure `decide` (desired + observed → the
 //!   writes to make, unit-tested without NATS) and an async `reconcile` that gathers inputs
 //!   from the informer caches and performs the writes through the API:
-//!   [`replicaset`], [`deployment`], [`daemonset`], [`job`], [`endpoints`], [`gc`], [`namespace`],
-//!   [`nodelifecycle`]. GC runs one loop per kind except Namespaces, which the namespace
+//!   [`replicaset`], [`deployment`], [`daemonset`], [`statefulset`], [`job`], [`cronjob`],
+//!   [`endpoints`], [`gc`], [`namespace`], [`nodelifecycle`], [`podgc`]. GC runs one loop per
+//!   kind except Namespaces, which the namespace
 //!   controller owns with a loop of its own. The Deployment controller is a directory with one file per part
 //!   (hashing and naming, strategies, progress, history, rollback), as Kubernetes splits it.
 //! - A failed reconcile is retried by the work queue with per-key back-off
 //!   ([`shoal_bus::backoff`]); there is no per-controller error policy.
-//! - Shared pieces: [`context`] (API client, caches, tunables), [`podutil`] (templates,
+//! - Shared pieces: [`context`] (API client, caches, tunables), [`clock`] (the time CronJobs
+//!   read: the system's, or one a test sets), [`podutil`] (templates,
 //!   owner references, readiness), [`expectations`] (read-your-writes before deciding
 //!   again), [`events`] (the Event recorder), [`error`].
 //!
@@ -23,8 +25,10 @@
 //! observes. Leader election (one Lease for the whole controller set) lives in
 //! [`shoal_bus::leader`].
 
+pub mod clock;
 pub mod context;
 pub mod create;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
@@ -35,8 +39,10 @@ pub mod gc;
 pub mod job;
 pub mod namespace;
 pub mod nodelifecycle;
+pub mod podgc;
 pub mod podutil;
 pub mod replicaset;
+pub mod statefulset;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -148,6 +154,9 @@ async fn caches_synced(ctx: &Ctx) -> Result<(), shoal_bus::StoreError> {
     ctx.deployments.wait_synced().await?;
     ctx.daemonsets.wait_synced().await?;
     ctx.jobs.wait_synced().await?;
+    ctx.cronjobs.wait_synced().await?;
+    ctx.statefulsets.wait_synced().await?;
+    ctx.revisions.wait_synced().await?;
     ctx.nodes.wait_synced().await?;
     ctx.leases.wait_synced().await?;
     ctx.namespaces.wait_synced().await?;
@@ -209,10 +218,13 @@ fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
         deployment::start(&ctx, &sd),
         daemonset::start(&ctx, &sd),
         job::start(&ctx, &sd),
+        cronjob::start(&ctx, &sd),
+        statefulset::start(&ctx, &sd),
         nodelifecycle::start(&ctx, &sd),
         endpoints::start(&ctx, &sd),
         endpoints::start_cleanup(&ctx, &sd),
         namespace::start(&ctx, &sd),
+        podgc::start(&ctx, &sd),
         tokio::spawn(gc::run(ctx.clone(), sd.clone())),
     ]
 }

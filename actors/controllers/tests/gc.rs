@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use bus_schemas::kinds::{Namespace, Pod, ReplicaSet};
+use bus_schemas::kinds::{Namespace, Node, Pod, ReplicaSet};
 use bus_schemas::selector::Selector;
 use common::*;
 use shoal_controllers::namespace::FINALIZER;
@@ -182,6 +182,35 @@ async fn deleting_a_namespace_empties_it() {
             .get::<ReplicaSet>()
             .list(Some("doomed"), &Selector::everything());
         gone && pods.is_empty() && rss.is_empty()
+    })
+    .await;
+}
+
+/// Kubernetes' PodGC: nothing is left to stop a pod whose node object is gone, so the pod is
+/// deleted at once and its owner can replace it.
+#[actix::test]
+async fn pods_bound_to_a_deleted_node_are_collected() {
+    let (env, _c) = env().await;
+    add_node(&env.api, "doomed", &[]).await;
+    let pod: Pod = from_json(serde_json::json!({
+        "metadata": {"name": "on-doomed", "namespace": "default"},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}
+    }));
+    let pod = env.api.create(&pod).await.unwrap();
+    bind(&env.api, &pod, "doomed").await;
+    eventually("the pod bound", T, || async {
+        env.api
+            .get::<Pod>("default", "on-doomed")
+            .await
+            .is_ok_and(|p| p.spec.node_name == "doomed")
+    })
+    .await;
+    delete_now::<Node>(&env.api, "", "doomed", None).await;
+    eventually("the pod on the deleted node collected", T, || async {
+        env.api
+            .get::<Pod>("default", "on-doomed")
+            .await
+            .is_err_and(|e| e.is_not_found())
     })
     .await;
 }

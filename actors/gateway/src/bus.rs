@@ -55,8 +55,23 @@ impl Bus {
         verb: Verb,
         body: Vec<u8>,
     ) -> Result<(Value, async_nats::HeaderMap), ApiError> {
+        self.call_raw_with(resource, verb, body, async_nats::HeaderMap::new())
+            .await
+    }
+
+    /// As [`Bus::call_raw`], with request headers (the field manager, force).
+    pub async fn call_raw_with(
+        &self,
+        resource: &RestResource,
+        verb: Verb,
+        body: Vec<u8>,
+        headers: async_nats::HeaderMap,
+    ) -> Result<(Value, async_nats::HeaderMap), ApiError> {
         let token = resource.info.token();
-        let reply = self.api.request_raw(&token, verb, body).await?;
+        let reply = self
+            .api
+            .request_raw_with(&token, verb, body, headers)
+            .await?;
         let subject = bus_schemas::subjects::api(&token, verb);
         let (mut value, headers) = decode_reply::<Value>(&subject, reply)?;
         with_type_meta(&mut value, resource);

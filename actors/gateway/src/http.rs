@@ -47,6 +47,10 @@ impl Request {
             .unwrap_or("")
     }
 
+    pub fn user_agent(&self) -> &str {
+        self.header(hyper::header::USER_AGENT)
+    }
+
     pub fn content_type(&self) -> &str {
         self.header(CONTENT_TYPE)
     }

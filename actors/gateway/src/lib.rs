@@ -10,7 +10,9 @@
 //! - [`resources`]: the catalogue of REST resources (group, version, plural, subresources).
 //! - [`discovery`]: `/version`, `/api`, `/apis`, resource lists, aggregated discovery.
 //! - [`openapi`]: OpenAPI v3 index and per-group-version documents.
-//! - [`objects`]: list, get, create, replace, patch, delete, status, eviction.
+//! - [`objects`]: list, get, create, replace, patch (server-side apply included), delete,
+//!   status, eviction.
+//! - [`field_manager`]: `fieldManager`/`force` into the bus' field-manager headers.
 //! - [`strategic`]: strategic merge patch.
 //! - [`scale`], [`logs`], [`metrics`]: the scale and log subresources, `metrics.k8s.io`.
 //! - [`exec`]: `pods/exec` over WebSocket (remote-command v5/v4) through the agent's exec.
@@ -27,6 +29,7 @@
 pub mod bus;
 pub mod discovery;
 pub mod exec;
+pub mod field_manager;
 pub mod http;
 pub mod kubeconfig;
 pub mod logs;

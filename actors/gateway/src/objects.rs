@@ -9,6 +9,7 @@ use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::bus::{encode_object, Bus, FieldValidation};
+use crate::field_manager::Writer;
 use crate::http::{self, Request, Response};
 use crate::resources::RestResource;
 use crate::route::ObjectPath;
@@ -189,6 +190,7 @@ async fn get(bus: &Bus, req: &Request, r: &RestResource, ns: &str, name: &str) -
 
 async fn create(bus: &Bus, req: &Request, r: &RestResource, ns: &str) -> Response {
     let result = async {
+        let writer = Writer::for_update(req)?;
         let mut value = parse_body(req)?;
         check_object(r, ns, &mut value)?;
         let body = encode_object(r, value.clone(), validation(req))?;
@@ -196,7 +198,7 @@ async fn create(bus: &Bus, req: &Request, r: &RestResource, ns: &str) -> Respons
             return Ok(value);
         }
         let (obj, _) = bus
-            .call_raw(r, Verb::Create, body)
+            .call_raw_with(r, Verb::Create, body, writer.headers())
             .await
             .map_err(|e| http::status_of(&e))?;
         Ok::<Value, Status>(obj)
@@ -217,6 +219,7 @@ async fn replace(
     status_only: bool,
 ) -> Response {
     let result = async {
+        let writer = Writer::for_update(req)?;
         let mut value = parse_body(req)?;
         check_object(r, ns, &mut value)?;
         check_name(&value, name)?;
@@ -230,7 +233,7 @@ async fn replace(
             Verb::Update
         };
         let (obj, _) = bus
-            .call_raw(r, verb, body)
+            .call_raw_with(r, verb, body, writer.headers())
             .await
             .map_err(|e| http::status_of(&e))?;
         Ok::<Value, Status>(obj)
@@ -333,6 +336,10 @@ async fn patch(
     if kind == PatchType::Apply {
         return server_side_apply(bus, req, r, ns, name).await;
     }
+    let writer = match Writer::for_update(req) {
+        Ok(w) => w,
+        Err(s) => return http::status(&s),
+    };
     let patch = match parse_body(req) {
         Ok(p) => p,
         Err(s) => return http::status(&s),
@@ -364,7 +371,7 @@ async fn patch(
         } else {
             Verb::Update
         };
-        match bus.call_raw(r, verb, body).await {
+        match bus.call_raw_with(r, verb, body, writer.headers()).await {
             Ok((obj, _)) => return reply_object(req, r, obj, StatusCode::OK),
             Err(e) if e.is_conflict() && !precondition => last = Some(e),
             Err(e) => return http::api_error(&e),
@@ -376,11 +383,9 @@ async fn patch(
     }
 }
 
-/// `kubectl apply --server-side`: an upsert of the manifest through the bus' apply verb.
-///
-/// NOTE: until the API tracks field managers, this is the bus' apply (spec, labels and
-/// annotations of the manifest replace the stored ones); `force` and `fieldManager` are
-/// accepted and not yet enforced.
+/// `kubectl apply --server-side`: the bus' apply verb under the client's field manager, so
+/// the API merges the manifest into the object and answers a field another manager owns
+/// with a Conflict naming the fields and their owner (unless `force`).
 async fn server_side_apply(
     bus: &Bus,
     req: &Request,
@@ -389,6 +394,7 @@ async fn server_side_apply(
     name: &str,
 ) -> Response {
     let result = async {
+        let writer = Writer::for_apply(req)?;
         let mut value: Value = serde_norway::from_slice(&req.body).map_err(|e| {
             bad_request(
                 "",
@@ -402,7 +408,7 @@ async fn server_side_apply(
             return Ok((value, StatusCode::OK));
         }
         let (obj, headers) = bus
-            .call_raw(r, Verb::Apply, body)
+            .call_raw_with(r, Verb::Apply, body, writer.headers())
             .await
             .map_err(|e| http::status_of(&e))?;
         let created = headers

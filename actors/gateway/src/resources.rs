@@ -45,6 +45,8 @@ impl RestResource {
             | "ReplicaSet"
             | "DaemonSet"
             | "Job"
+            | "CronJob"
+            | "StatefulSet"
             | "HorizontalPodAutoscaler" => &["all"],
             _ => &[],
         }

@@ -102,6 +102,20 @@ fn columns(kind: &str) -> Vec<Column> {
             c.extend(workload_wide);
             c
         }
+        "CronJob" => cronjob_columns(name, age),
+        "StatefulSet" => vec![
+            name,
+            col("Ready", "string", 0),
+            age,
+            col("Containers", "string", 1),
+            col("Images", "string", 1),
+        ],
+        "ControllerRevision" => vec![
+            name,
+            col("Controller", "string", 0),
+            col("Revision", "integer", 0),
+            age,
+        ],
         "Service" => vec![
             name,
             col("Type", "string", 0),
@@ -468,6 +482,52 @@ fn job_cells(o: &Value, age: Value, now: DateTime<Utc>) -> Vec<Value> {
     cells
 }
 
+fn cronjob_columns(name: Column, age: Column) -> Vec<Column> {
+    vec![
+        name,
+        col("Schedule", "string", 0),
+        col("Timezone", "string", 0),
+        col("Suspend", "boolean", 0),
+        col("Active", "integer", 0),
+        col("Last Schedule", "string", 0),
+        age,
+        col("Containers", "string", 1),
+        col("Images", "string", 1),
+        col("Selector", "string", 1),
+    ]
+}
+
+fn cronjob_cells(o: &Value, age: Value, now: DateTime<Utc>) -> Vec<Value> {
+    let active = o
+        .pointer("/status/active")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let last = match s(o, "/status/lastScheduleTime") {
+        "" => json!("<none>"),
+        t => age_since(t, now),
+    };
+    let suspend = o
+        .pointer("/spec/suspend")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut cells = vec![
+        json!(s(o, "/metadata/name")),
+        json!(s(o, "/spec/schedule")),
+        or_none(s(o, "/spec/timeZone")),
+        json!(suspend),
+        json!(active),
+        last,
+        age,
+    ];
+    let [c, i] = containers_and_images(o.pointer("/spec/jobTemplate/spec/template/spec"));
+    cells.extend([
+        c,
+        i,
+        or_none(&selector_text(o.pointer("/spec/jobTemplate/spec/selector"))),
+    ]);
+    cells
+}
+
 fn hpa_targets(o: &Value) -> String {
     let current = o
         .pointer("/status/currentMetrics")
@@ -543,6 +603,37 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             c
         }
         "Job" => job_cells(o, age, now),
+        "CronJob" => cronjob_cells(o, age, now),
+        "StatefulSet" => {
+            let replicas = o
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let ready = n(o, "/status/readyReplicas");
+            let mut c = vec![name, json!(format!("{ready}/{replicas}")), age];
+            c.extend(containers_and_images(o.pointer("/spec/template/spec")));
+            c
+        }
+        "ControllerRevision" => {
+            let owner = o
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .and_then(|refs| {
+                    refs.iter()
+                        .find(|r| r.get("controller") == Some(&json!(true)))
+                });
+            let controller = owner.map_or_else(
+                || "<none>".to_string(),
+                |r| {
+                    let kind = s(r, "/kind").to_lowercase();
+                    match s(r, "/apiVersion").split_once('/') {
+                        Some((group, _)) => format!("{kind}.{group}/{}", s(r, "/name")),
+                        None => format!("{kind}/{}", s(r, "/name")),
+                    }
+                },
+            );
+            vec![name, json!(controller), json!(n(o, "/revision")), age]
+        }
         "Service" => {
             let svc_type = match s(o, "/spec/type") {
                 "" => "ClusterIP",

@@ -158,6 +158,7 @@ async fn top_reads_the_node_agents_samples() {
                 memory_working_set_bytes: mem,
             }]
         },
+        ..Default::default()
     };
     for (pod, cpu, mem) in [("busy", 250, 64 << 20), ("", 900, 2 << 30)] {
         let ns = if pod.is_empty() { "" } else { "default" };

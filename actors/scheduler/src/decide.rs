@@ -100,6 +100,14 @@ impl Decider {
             self.next_start % total
         };
         let mut visited = 0;
+        // Children of the attempt's span, so a trace shows where a slow decision went.
+        let filtering = tracing::info_span!(
+            "scheduler.filter",
+            nodes = total,
+            visited = tracing::field::Empty,
+            feasible = tracing::field::Empty
+        )
+        .entered();
         for j in 0..total {
             if self.feasible.len() >= want {
                 break;
@@ -124,6 +132,11 @@ impl Decider {
             }
         }
         self.next_start = start + visited;
+        filtering.record("visited", visited);
+        filtering.record("feasible", self.feasible.len());
+        drop(filtering);
+        let _scoring =
+            tracing::info_span!("scheduler.score", candidates = self.feasible.len()).entered();
         match pick(ctx, cache, &self.feasible, weights) {
             Some(node) => Decision::Bind { node },
             None => Decision::Unfit(unfit),

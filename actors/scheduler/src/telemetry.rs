@@ -1,5 +1,6 @@
 //! What the scheduler records: a span per scheduling attempt that continues the trace of the
-//! pod's creation (queue wait, the nodes considered, the decision) with the bind as its child,
+//! pod's creation (queue wait, the nodes considered, the decision), with the filtering and scoring
+//! passes (`decide`) and the bind as its children,
 //! and the scheduler's Prometheus metrics.
 
 use bus_schemas::kinds::Pod;

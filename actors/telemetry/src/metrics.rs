@@ -61,6 +61,12 @@ pub struct NodeMetrics {
     pub probe_results: Family<Labels<2>, Counter>,
 }
 
+pub struct AutoscalerMetrics {
+    pub decisions: Family<Labels<1>, Counter>,
+    pub pass_seconds: Histogram,
+    pub dropped_samples: Family<Labels<1>, Counter>,
+}
+
 pub struct NamingMetrics {
     pub dns_answers: Family<Labels<1>, Counter>,
 }
@@ -81,6 +87,7 @@ pub struct Metrics {
     pub scheduler: SchedulerMetrics,
     pub node: NodeMetrics,
     pub naming: NamingMetrics,
+    pub autoscaler: AutoscalerMetrics,
     pub process: ProcessMetrics,
 }
 
@@ -199,6 +206,29 @@ impl Metrics {
             "DNS answers, by rcode",
             naming.dns_answers.clone(),
         );
+        let autoscaler = AutoscalerMetrics {
+            decisions: Family::default(),
+            pass_seconds: latency(),
+            dropped_samples: Family::default(),
+        };
+        {
+            let r = actor(&mut registry, "autoscaler");
+            r.register(
+                "autoscaler_decisions",
+                "HPA decisions, by outcome (scaled_up, scaled_down, unchanged, failed)",
+                autoscaler.decisions.clone(),
+            );
+            r.register(
+                "autoscaler_pass_duration_seconds",
+                "One pass over every HPA",
+                autoscaler.pass_seconds.clone(),
+            );
+            r.register(
+                "autoscaler_dropped_samples",
+                "External metric samples dropped, by reason (undecodable, not_a_number, negative, stale)",
+                autoscaler.dropped_samples.clone(),
+            );
+        }
         let process = ProcessMetrics {
             nats_connected: Gauge::default(),
             nats_server_healthy: Gauge::default(),
@@ -230,6 +260,7 @@ impl Metrics {
             scheduler,
             node,
             naming,
+            autoscaler,
             process,
         }
     }

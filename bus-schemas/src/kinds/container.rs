@@ -11,6 +11,7 @@ use super::common::{
 use super::config_sources::{
     ConfigMapKeySelector, EnvFromSource, ResourceFieldSelector, SecretKeySelector,
 };
+use super::lifecycle::Lifecycle;
 use super::probe::{Probe, ProbeKind};
 use crate::quantity::Quantity;
 use crate::status::Cause;
@@ -47,6 +48,11 @@ pub struct Container {
     pub readiness_probe: Option<Probe>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_probe: Option<Probe>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Lifecycle>,
+    /// Only `Always`, only on init containers: makes them sidecars (see [`super::lifecycle`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub restart_policy: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
     /// `File` or `FallbackToLogsOnError`.
@@ -250,6 +256,9 @@ impl Container {
         {
             probe.apply_defaults();
         }
+        if let Some(lifecycle) = &mut self.lifecycle {
+            lifecycle.apply_defaults();
+        }
     }
 
     /// Validates one container at `path` (`spec.containers[0]`); `volumes` are the pod's
@@ -379,9 +388,12 @@ impl Container {
         for (field, probe, kind) in probes {
             let Some(probe) = probe else { continue };
             let at = format!("{path}.{field}");
-            if is_init {
+            if is_init && !self.is_sidecar() {
                 // Init containers run to completion; nothing would act on a probe's verdict.
-                causes.push(forbidden(&at, "may not be set for init containers"));
+                causes.push(forbidden(
+                    &at,
+                    "may not be set for init containers without restartPolicy=Always",
+                ));
             } else {
                 causes.extend(probe.validate(&at, kind));
             }

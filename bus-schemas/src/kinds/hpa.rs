@@ -11,6 +11,14 @@ use crate::resource::KindInfo;
 use crate::selector::LabelSelector;
 use crate::status::Cause;
 
+/// The External metric the autoscaler reads itself: a JetStream consumer's pending plus
+/// ack-pending messages; its selector's matchLabels name `stream` and `consumer`.
+pub const JETSTREAM_LAG_METRIC: &str = "jetstream_consumer_lag";
+
+/// Annotation: a target at zero replicas wakes only when an External or Object metric is
+/// above this quantity (KEDA's activation threshold).
+pub const ACTIVATION_ANNOTATION: &str = "autoscaling.shoal.io/activation-threshold";
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HorizontalPodAutoscaler {
@@ -461,6 +469,20 @@ impl MetricSpec {
         if let Some(src) = &self.external {
             let at = format!("{path}.external");
             causes.extend(src.metric.validate(&format!("{at}.metric")));
+            if src.metric.name == JETSTREAM_LAG_METRIC {
+                let labels = src.metric.selector.as_ref().map(|s| &s.match_labels);
+                for label in ["stream", "consumer"] {
+                    if labels
+                        .and_then(|l| l.get(label))
+                        .is_none_or(|v| v.is_empty())
+                    {
+                        causes.push(required_msg(
+                            &format!("{at}.metric.selector.matchLabels.{label}"),
+                            &format!("{JETSTREAM_LAG_METRIC} names the consumer it reads"),
+                        ));
+                    }
+                }
+            }
             causes.extend(
                 src.target
                     .validate(&format!("{at}.target"), &["Value", "AverageValue"]),
@@ -559,6 +581,17 @@ impl HorizontalPodAutoscaler {
     fn validate_fields(&self) -> Vec<Cause> {
         let spec = &self.spec;
         let mut causes = spec.scale_target_ref.validate("spec.scaleTargetRef");
+        if let Some(threshold) = self.metadata.annotations.get(ACTIVATION_ANNOTATION) {
+            let at = format!("metadata.annotations[{ACTIVATION_ANNOTATION}]");
+            match threshold.parse::<Quantity>() {
+                Ok(q) if q.milli_value() >= 0 => {}
+                _ => causes.push(invalid_value(
+                    &at,
+                    threshold,
+                    "must be a quantity of at least 0",
+                )),
+            }
+        }
         if let Some(min) = spec.min_replicas {
             if min == 0 && !self.may_scale_to_zero() {
                 causes.push(invalid_value(

@@ -3,6 +3,8 @@
 //! implements [`crate::Resource`] through `spec_status_resource!` or `body_resource!`.
 
 pub mod config_map;
+pub mod controllerrevision;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
@@ -17,6 +19,7 @@ pub mod priorityclass;
 pub mod replicaset;
 pub mod secret;
 pub mod service;
+pub mod statefulset;
 
 // Types shared by several kinds.
 pub mod affinity;
@@ -25,11 +28,14 @@ pub mod common;
 pub mod config_sources;
 pub mod container;
 pub mod intstr;
+pub mod lifecycle;
 pub mod pod_spec;
 pub mod probe;
 pub mod template;
 
 pub use config_map::ConfigMap;
+pub use controllerrevision::ControllerRevision;
+pub use cronjob::CronJob;
 pub use daemonset::DaemonSet;
 pub use deployment::Deployment;
 pub use endpoints::Endpoints;
@@ -44,6 +50,7 @@ pub use priorityclass::PriorityClass;
 pub use replicaset::ReplicaSet;
 pub use secret::Secret;
 pub use service::Service;
+pub use statefulset::StatefulSet;
 
 pub use affinity::{Affinity, Toleration};
 pub use common::ObjectReference;
@@ -63,7 +70,10 @@ pub const KINDS: &[KindInfo] = &[
     ReplicaSet::INFO,
     Deployment::INFO,
     DaemonSet::INFO,
+    StatefulSet::INFO,
+    ControllerRevision::INFO,
     Job::INFO,
+    CronJob::INFO,
     Service::INFO,
     Endpoints::INFO,
     Event::INFO,
@@ -115,8 +125,20 @@ macro_rules! with_kind {
                 type $K = __k::DaemonSet;
                 $body
             }
+            "StatefulSet" => {
+                type $K = __k::StatefulSet;
+                $body
+            }
+            "ControllerRevision" => {
+                type $K = __k::ControllerRevision;
+                $body
+            }
             "Job" => {
                 type $K = __k::Job;
+                $body
+            }
+            "CronJob" => {
+                type $K = __k::CronJob;
                 $body
             }
             "Service" => {
@@ -187,6 +209,8 @@ mod tests {
             ("ev", "Event"),
             ("pc", "PriorityClass"),
             ("jobs", "Job"),
+            ("cj", "CronJob"),
+            ("sts", "StatefulSet"),
             ("leases", "Lease"),
             ("cm", "ConfigMap"),
             ("secrets", "Secret"),

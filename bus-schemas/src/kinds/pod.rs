@@ -199,20 +199,42 @@ impl Pod {
 
     /// The pod's effective request as the scheduler counts it: app containers run together so
     /// their requests add up; init containers run one at a time before them, so each only
-    /// raises the total to its own request.
+    /// raises the total to its own request; sidecars (restartable init containers) keep
+    /// running, so theirs add to everything started after them, as Kubernetes counts them.
     pub fn requests_total(&self) -> BTreeMap<String, Quantity> {
         let mut total = BTreeMap::new();
+        let mut sidecars = BTreeMap::new();
+        let mut init_peak: BTreeMap<String, Quantity> = BTreeMap::new();
+        let raise = |peak: &mut BTreeMap<String, Quantity>, name: &str, q: Quantity| {
+            if peak.get(name).is_none_or(|have| q > *have) {
+                peak.insert(name.to_string(), q);
+            }
+        };
+        for init in &self.spec.init_containers {
+            if init.is_sidecar() {
+                for (name, q) in &init.resources.requests {
+                    add_quantity(&mut sidecars, name, q);
+                }
+                for (name, q) in &sidecars {
+                    raise(&mut init_peak, name, *q);
+                }
+            } else {
+                for (name, q) in &init.resources.requests {
+                    let with_sidecars = sidecars.get(name).map_or(*q, |s| *s + *q);
+                    raise(&mut init_peak, name, with_sidecars);
+                }
+            }
+        }
         for container in &self.spec.containers {
             for (name, q) in &container.resources.requests {
                 add_quantity(&mut total, name, q);
             }
         }
-        for init in &self.spec.init_containers {
-            for (name, q) in &init.resources.requests {
-                if total.get(name).is_none_or(|have| q > have) {
-                    total.insert(name.clone(), *q);
-                }
-            }
+        for (name, q) in &sidecars {
+            add_quantity(&mut total, name, q);
+        }
+        for (name, q) in init_peak {
+            raise(&mut total, &name, q);
         }
         total
     }

@@ -362,6 +362,7 @@ impl PodSpec {
             }
         }
         causes.extend(self.validate_host_ports(path));
+        causes.extend(super::lifecycle::validate_pod(self, path));
 
         let at = format!("{path}.restartPolicy");
         if self.restart_policy.is_empty() {

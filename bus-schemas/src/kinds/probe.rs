@@ -84,6 +84,32 @@ pub struct GrpcAction {
     pub service: Option<String>,
 }
 
+impl HttpGetAction {
+    /// Port, scheme and header names; shared by probes and lifecycle hooks.
+    pub(crate) fn validate(&self, path: &str) -> Vec<Cause> {
+        let mut causes = self.port.validate_port(&format!("{path}.port"));
+        if !self.scheme.is_empty() {
+            causes.extend(not_supported(
+                &format!("{path}.scheme"),
+                &self.scheme,
+                &["HTTP", "HTTPS"],
+            ));
+        }
+        for (i, header) in self.http_headers.iter().enumerate() {
+            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            if header.name.is_empty() || !header.name.bytes().all(token) {
+                let at = format!("{path}.httpHeaders[{i}].name");
+                causes.push(invalid_value(
+                    &at,
+                    &header.name,
+                    "a valid HTTP header must consist of alphanumeric characters or '-'",
+                ));
+            }
+        }
+        causes
+    }
+}
+
 /// Which probe is validated: the rules differ slightly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeKind {
@@ -166,25 +192,7 @@ impl Probe {
                     "may not specify more than 1 handler type",
                 ));
             }
-            causes.extend(get.port.validate_port(&format!("{path}.httpGet.port")));
-            if !get.scheme.is_empty() {
-                causes.extend(not_supported(
-                    &format!("{path}.httpGet.scheme"),
-                    &get.scheme,
-                    &["HTTP", "HTTPS"],
-                ));
-            }
-            for (i, header) in get.http_headers.iter().enumerate() {
-                let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-                if header.name.is_empty() || !header.name.bytes().all(token) {
-                    let at = format!("{path}.httpGet.httpHeaders[{i}].name");
-                    causes.push(invalid_value(
-                        &at,
-                        &header.name,
-                        "a valid HTTP header must consist of alphanumeric characters or '-'",
-                    ));
-                }
-            }
+            causes.extend(get.validate(&format!("{path}.httpGet")));
         }
         if let Some(tcp) = &self.tcp_socket {
             handlers += 1;

@@ -106,7 +106,7 @@ struct Args {
 }
 
 fn main() -> Result<()> {
-    common::init_tracing();
+    let _tracing = common::init_tracing();
     let args = Args::parse();
     if args.hollow_only {
         let url = args.url.context("--hollow-only needs --url")?;
@@ -293,6 +293,7 @@ fn run(args: Args) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let (runtime, natsd) = common::start_nats(dir.path())?;
     let url = natsd.url();
+    common::tracing_mode::export_to(&url);
     let cp = common::start_control_plane(url.clone(), true)?;
     println!(
         "control plane: API + controllers on one actix thread, the scheduler on another; node grace {:?}, default unreachable toleration {:?}",

@@ -11,8 +11,16 @@
 //!   their sources (Kubernetes' atomic `..data` swap).
 //! - [`status`]: observed state → PodStatus (phase, conditions, container statuses).
 //! - [`probes`]: startup/liveness/readiness state machines and probe execution.
+//! - [`hooks`]: postStart and preStop handlers (exec, httpGet, sleep), and stopping a
+//!   container with its preStop hook inside the grace period.
+//! - [`sidecars`]: the rules of restartable init containers (start order, readiness, stop
+//!   after the main containers).
+//! - [`termination`]: a container's termination message (its file, or its log's tail).
+//! - [`events`]: Events about this node's pods, sent as `pod-event` reports.
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
 //! - [`telemetry`]: log shipping, usage samples, exec requests.
+//! - [`scrape`]: pods' own Prometheus endpoints (`prometheus.io/scrape`), read from the
+//!   node's network and published with the pod's usage sample.
 //! - [`traces`]: the spans of a pod's start and the node's Prometheus metrics.
 //! - [`backend`]: the runtime seam (Linux or hollow). [`machine`]: this machine's facts.
 //! - [`hostnet`]: the network namespace holding the node's network (commands, sockets and
@@ -22,15 +30,20 @@
 pub mod agent;
 pub mod backend;
 pub mod config;
+pub mod events;
+pub mod hooks;
 pub mod hostnet;
 pub mod machine;
 pub mod netsetup;
 pub mod probes;
 pub mod proxy;
 pub mod registry;
+pub mod scrape;
+pub mod sidecars;
 pub mod spec;
 pub mod status;
 pub mod telemetry;
+pub mod termination;
 pub mod traces;
 pub mod worker;
 

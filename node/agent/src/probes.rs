@@ -207,7 +207,7 @@ impl ProbeTracker {
     }
 }
 
-fn port_of(container: &Container, port: &IntOrString) -> Option<u16> {
+pub(crate) fn port_of(container: &Container, port: &IntOrString) -> Option<u16> {
     match port {
         IntOrString::Int(n) => u16::try_from(*n).ok(),
         IntOrString::String(name) => container

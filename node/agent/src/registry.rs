@@ -59,15 +59,15 @@ impl Registry {
     pub async fn open(js: &jetstream::Context) -> Result<Registry, RegistryError> {
         let store = match js.get_object_store(IMAGE_STORE).await {
             Ok(store) => store,
-            Err(_) => js
-                .create_object_store(object_store::Config {
-                    bucket: IMAGE_STORE.to_string(),
-                    description: Some("Shoal image blobs by digest, and references".into()),
-                    storage: jetstream::stream::StorageType::File,
-                    ..Default::default()
-                })
-                .await
-                .map_err(store_err)?,
+            Err(_) => {
+                // Clusters bootstrapped before the image store was part of bootstrap: create
+                // it at the state's replica count, never silently at R1 on a cluster.
+                let replicas = shoal_bus::store::state_replicas(js).await.unwrap_or(1);
+                shoal_bus::store::ensure_image_store(js, replicas)
+                    .await
+                    .map_err(store_err)?;
+                js.get_object_store(IMAGE_STORE).await.map_err(store_err)?
+            }
         };
         Ok(Registry { store })
     }

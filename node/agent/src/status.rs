@@ -22,6 +22,8 @@ pub struct Observed {
     pub last_terminated: Option<Terminated>,
     pub ready: bool,
     pub started: bool,
+    /// An init container with restartPolicy Always.
+    pub sidecar: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,8 +143,7 @@ pub fn phase(s: &Snapshot<'_>) -> &'static str {
         return "Failed";
     }
     let restart = s.pod.spec.restart_policy.as_str();
-    let init_done = s.init.iter().all(exited_ok);
-    if !init_done {
+    if !crate::sidecars::initialized(s.init) {
         return "Pending";
     }
     let running = s
@@ -203,8 +204,10 @@ pub fn build(s: &Snapshot<'_>) -> PodStatus {
         status.reason = reason.clone();
         status.message = message.clone();
     }
-    let init_done = s.init.iter().all(exited_ok);
-    let containers_ready = !s.app.is_empty() && s.app.iter().all(|o| o.ready);
+    let init_done = crate::sidecars::initialized(s.init);
+    let containers_ready = !s.app.is_empty()
+        && s.app.iter().all(|o| o.ready)
+        && crate::sidecars::sidecars_ready(s.init);
     let terminal = matches!(status.phase.as_str(), "Succeeded" | "Failed");
     let cond = |type_: &str, ok: bool, reason: &str| Condition {
         type_: type_.into(),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
-use bus_schemas::api::{ContainerMetrics, ExecReply, ExecRequest, PodMetrics};
+use bus_schemas::api::{AppMetric, ContainerMetrics, ExecReply, ExecRequest, PodMetrics};
 use bus_schemas::kinds::Pod;
 use bus_schemas::{codec, subjects};
 use futures::StreamExt;
@@ -191,25 +191,34 @@ pub async fn publish_metrics(
                 ctx.call(move |rt| rt.sandbox_stats(&uid)).await
             };
             let Ok(stats) = stats else { continue };
+            // A pod's first reading has nothing to take a rate against: like metrics-server,
+            // publish nothing rather than a zero the autoscaler would read as idle.
+            let Some(cpu_millicores) = rate(&mut previous, uid.clone(), now, stats.cpu_usage_ns)
+            else {
+                continue;
+            };
             let mut sample = PodMetrics {
                 namespace: pod.metadata.namespace.clone(),
                 pod: pod.metadata.name.clone(),
                 node: node.clone(),
                 timestamp: chrono::Utc::now(),
-                cpu_millicores: rate(&mut previous, uid.clone(), now, stats.cpu_usage_ns),
+                cpu_millicores,
                 memory_working_set_bytes: stats.memory_working_set_bytes,
                 containers: Vec::new(),
+                app: Vec::new(),
             };
             for c in containers.iter().filter(|c| c.sandbox_id == uid) {
                 let id = c.id.clone();
                 if let Ok(cs) = ctx.call(move |rt| rt.container_stats(&id)).await {
                     sample.containers.push(ContainerMetrics {
                         name: c.name.clone(),
-                        cpu_millicores: rate(&mut previous, c.id.clone(), now, cs.cpu_usage_ns),
+                        cpu_millicores: rate(&mut previous, c.id.clone(), now, cs.cpu_usage_ns)
+                            .unwrap_or(0),
                         memory_working_set_bytes: cs.memory_working_set_bytes,
                     });
                 }
             }
+            sample.app = scrape_app_metrics(&ctx, &pod, period).await;
             node_total.cpu_millicores += sample.cpu_millicores;
             node_total.memory_working_set_bytes += sample.memory_working_set_bytes;
             if let Ok(body) = codec::to_msgpack(&sample) {
@@ -226,20 +235,69 @@ pub async fn publish_metrics(
     }
 }
 
-/// Millicores used since the previous sample of the same cgroup.
+/// The pod's own metrics when it asks to be scraped; a failed scrape is logged and sends
+/// none (the HPA then sees the metric missing, not a zero).
+async fn scrape_app_metrics(ctx: &AgentCtx, pod: &Pod, period: Duration) -> Vec<AppMetric> {
+    let target = match crate::scrape::Target::of(pod) {
+        Ok(Some(target)) => target,
+        Ok(None) => return Vec::new(),
+        Err(e) => {
+            tracing::debug!(pod = %pod.metadata.name, error = %e, "not scraped");
+            return Vec::new();
+        }
+    };
+    let timeout = period.min(Duration::from_secs(2));
+    match crate::scrape::scrape(ctx.hostnet.clone(), target, timeout).await {
+        Ok(series) => series,
+        Err(e) => {
+            tracing::debug!(pod = %pod.metadata.name, error = %e, "scrape failed");
+            Vec::new()
+        }
+    }
+}
+
+/// Millicores used since the previous sample of the same cgroup; `None` on its first
+/// sample, or when the counter went backwards (a recreated cgroup).
 fn rate(
     previous: &mut HashMap<String, (Instant, u64)>,
     key: String,
     now: Instant,
     usage_ns: u64,
-) -> u64 {
+) -> Option<u64> {
     let millicores = match previous.get(&key) {
         Some((at, before)) if usage_ns >= *before => {
-            let elapsed = now.duration_since(*at).as_nanos().max(1) as u64;
-            (usage_ns - before).saturating_mul(1000) / elapsed
+            let elapsed = now.duration_since(*at).as_nanos().max(1);
+            let used = u128::from(usage_ns - before) * 1000 / elapsed;
+            Some(u64::try_from(used).unwrap_or(u64::MAX))
         }
-        _ => 0,
+        _ => None,
     };
     previous.insert(key, (now, usage_ns));
     millicores
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_rate_needs_two_readings_and_survives_a_reset_counter() {
+        let mut previous = HashMap::new();
+        let start = Instant::now();
+        assert_eq!(rate(&mut previous, "c".into(), start, 5_000_000_000), None);
+        // 500 ms of CPU over one second: half a core.
+        let later = start + Duration::from_secs(1);
+        assert_eq!(
+            rate(&mut previous, "c".into(), later, 5_500_000_000),
+            Some(500)
+        );
+        // A counter that went backwards is a new cgroup: no rate until the next reading.
+        let again = later + Duration::from_secs(1);
+        assert_eq!(rate(&mut previous, "c".into(), again, 1_000), None);
+        let then = again + Duration::from_millis(250);
+        assert_eq!(
+            rate(&mut previous, "c".into(), then, 1_000 + 250_000_000),
+            Some(1000)
+        );
+    }
 }

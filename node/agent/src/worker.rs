@@ -17,9 +17,8 @@ use tracing::Instrument;
 
 use crate::agent::AgentCtx;
 use crate::probes::{ProbeKind, ProbeTracker};
-use crate::spec;
 use crate::status::{self, time, Observed, ObservedState, Snapshot, Terminated};
-use crate::traces;
+use crate::{hooks, sidecars, spec, termination, traces};
 
 /// How often a hollow pod whose containers all run is looked at again. Hollow containers
 /// change only when the agent tells them to, so polling them every second only burns the
@@ -45,6 +44,9 @@ struct Track {
     kill_requested: bool,
     /// Ships this instance's log lines to the bus while it lives.
     shipper: Option<crate::telemetry::LogShipper>,
+    /// The termination message read for an exited instance (its id, the message): read
+    /// once, not on every pass.
+    message_of: Option<(String, String)>,
 }
 
 impl Track {
@@ -56,6 +58,7 @@ impl Track {
                 name: container.name.clone(),
                 image: container.image.clone(),
                 restart_count,
+                sidecar: container.is_sidecar(),
                 ..Default::default()
             },
             backoff_until: None,
@@ -63,6 +66,7 @@ impl Track {
             probes: ProbeTracker::new(container),
             kill_requested: false,
             shipper: None,
+            message_of: None,
         }
     }
 }
@@ -87,6 +91,8 @@ pub struct Worker {
     startup_over: bool,
     /// Why the pod's configuration volumes could not be written on the last pass.
     config_volumes: Result<(), spec::ConfigError>,
+    /// The main containers finished for good and the sidecars were stopped: not restarted.
+    sidecars_stopped: bool,
 }
 
 impl Worker {
@@ -131,6 +137,7 @@ impl Worker {
             start_recorded: false,
             startup_over: false,
             config_volumes: Ok(()),
+            sidecars_stopped: false,
         }
     }
 
@@ -139,7 +146,7 @@ impl Worker {
         loop {
             let pod = pod_rx.borrow_and_update().clone();
             let Some(pod) = pod else {
-                self.teardown(Duration::from_secs(2)).await;
+                self.teardown(None, Duration::from_secs(2)).await;
                 return;
             };
             if pod.metadata.deletion_timestamp.is_some() {
@@ -148,7 +155,8 @@ impl Worker {
                     .deletion_grace_period_seconds
                     .unwrap_or(0)
                     .max(0);
-                self.teardown(Duration::from_secs(grace as u64)).await;
+                self.teardown(Some(&pod), Duration::from_secs(grace as u64))
+                    .await;
                 self.ctx.confirm_deleted(&pod).await;
                 return;
             }
@@ -259,15 +267,38 @@ impl Worker {
         let sandbox = self.sandbox.clone().expect("sandbox just ensured");
         // Every pass: a changed ConfigMap or Secret reaches running containers this way.
         self.config_volumes = crate::config::volumes::refresh(&self.ctx, pod, &sandbox).await;
-        // Init containers: one at a time, in order, each to successful completion.
+        // Init containers: one at a time, in order, each to successful completion; a sidecar
+        // among them opens the way to the next once it has started. Once the app containers
+        // began (this agent or a previous one started them), nothing holds them back again.
+        let apps_began = self
+            .app
+            .iter()
+            .any(|t| t.id.is_some() || self.adopted.contains_key(&t.container.name));
         for i in 0..self.init.len() {
             self.observe(i, true).await;
             self.ensure_shipper(pod, &sandbox, i, true, false);
-            let done = matches!(&self.init[i].observed.state, ObservedState::Terminated(t) if t.exit_code == 0);
-            if done {
+            let t = &self.init[i];
+            if t.container.is_sidecar() {
+                if !self.sidecars_stopped {
+                    self.drive(pod, &sandbox, i, true).await;
+                }
+                let t = &self.init[i];
+                let started = matches!(t.observed.state, ObservedState::Running { .. })
+                    && t.probes.is_started();
+                if started || apps_began || self.sidecars_stopped {
+                    continue;
+                }
+                // Its startup probe decides when the next container may start.
+                self.run_probes(&sandbox).await;
+                return;
+            }
+            let done =
+                matches!(&t.observed.state, ObservedState::Terminated(t) if t.exit_code == 0);
+            if done || apps_began {
                 continue;
             }
             self.drive(pod, &sandbox, i, true).await;
+            self.run_probes(&sandbox).await;
             return;
         }
         for i in 0..self.app.len() {
@@ -276,6 +307,32 @@ impl Worker {
             self.drive(pod, &sandbox, i, false).await;
         }
         self.run_probes(&sandbox).await;
+        self.stop_sidecars_when_done(pod, &sandbox).await;
+    }
+
+    /// A pod whose main containers finished for good (a Job's) stops its sidecars, in reverse
+    /// order, each with the pod's grace period, so that it can complete.
+    async fn stop_sidecars_when_done(&mut self, pod: &Pod, sandbox: &SandboxInfo) {
+        if self.sidecars_stopped || !self.init.iter().any(|t| t.container.is_sidecar()) {
+            return;
+        }
+        let app: Vec<Observed> = self.app.iter().map(|t| t.observed.clone()).collect();
+        if !sidecars::main_containers_done(&pod.spec.restart_policy, &app) {
+            return;
+        }
+        self.sidecars_stopped = true;
+        let grace = grace_period(pod);
+        for i in (0..self.init.len()).rev() {
+            let t = &self.init[i];
+            if !t.container.is_sidecar() {
+                continue;
+            }
+            if let Some(id) = t.id.clone() {
+                let container = t.container.clone();
+                hooks::stop(&self.ctx, Some(pod), Some(sandbox), &id, &container, grace).await;
+            }
+            self.observe(i, true).await;
+        }
     }
 
     async fn pull_images(&mut self, pod: &Pod) -> bool {
@@ -393,7 +450,8 @@ impl Worker {
         let Some(id) = self.track(i, init).id.clone() else {
             return;
         };
-        let state = match self.ctx.call(move |rt| rt.container_state(&id)).await {
+        let queried = id.clone();
+        let state = match self.ctx.call(move |rt| rt.container_state(&queried)).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(container = %name, error = %e, "container state unreadable; recreating");
@@ -419,11 +477,30 @@ impl Worker {
                 started_at,
                 finished_at,
             } => {
+                let message = match &t.message_of {
+                    Some((of, message)) if *of == id => message.clone(),
+                    _ => {
+                        let container = t.container.clone();
+                        let sandbox = self.sandbox.clone();
+                        let message = termination::message(
+                            &self.ctx,
+                            sandbox.as_ref(),
+                            &id,
+                            &container,
+                            exit_code,
+                        )
+                        .await;
+                        let t = self.track(i, init);
+                        t.message_of = Some((id.clone(), message.clone()));
+                        message
+                    }
+                };
+                let t = self.track(i, init);
                 let terminated = Terminated {
                     exit_code,
                     signal: signal.unwrap_or(0),
                     reason: reason.as_str().to_string(),
-                    message: String::new(),
+                    message,
                     started_at: Some(time(started_at)),
                     finished_at: Some(time(finished_at)),
                     container_id: t.observed.container_id.clone(),
@@ -439,25 +516,18 @@ impl Worker {
 
     /// Starts or restarts one container as the restart policy says.
     async fn drive(&mut self, pod: &Pod, sandbox: &SandboxInfo, i: usize, init: bool) {
-        let policy = if init && pod.spec.restart_policy == "Always" {
-            "OnFailure".to_string()
-        } else {
-            pod.spec.restart_policy.clone()
-        };
+        let policy =
+            sidecars::restart_policy(pod, &self.track(i, init).container, init).to_string();
         let now = Instant::now();
-        let grace = Duration::from_secs(
-            pod.spec
-                .termination_grace_period_seconds
-                .unwrap_or(30)
-                .max(0) as u64,
-        );
+        let grace = grace_period(pod);
         let ctx = self.ctx.clone();
         let config_backoff = move |exp| ctx.config.backoff(exp);
         let t = self.track(i, init);
         if t.kill_requested {
             if let Some(id) = t.id.clone() {
                 t.kill_requested = false;
-                let _ = self.ctx.call(move |rt| rt.stop_container(&id, grace)).await;
+                let container = t.container.clone();
+                hooks::stop(&self.ctx, Some(pod), Some(sandbox), &id, &container, grace).await;
                 self.observe(i, init).await;
             }
         }
@@ -527,15 +597,23 @@ impl Worker {
             crate::config::volumes::prepare(&self.ctx, pod, &container, sandbox, volumes).await;
         let t = self.track(i, init);
         let container_spec = match prepared {
-            Ok(s) => s,
+            Ok(mut s) => {
+                s.termination_message_path = termination::path(&t.container);
+                s
+            }
             Err(e) => {
-                t.observed.state = ObservedState::Waiting {
+                let waiting = ObservedState::Waiting {
                     reason: "CreateContainerConfigError".into(),
                     message: e.0.clone(),
                 };
-                let message = format!("Error: {}", e.0);
-                crate::config::volumes::report_event(&self.ctx, pod, "Warning", "Failed", &message)
-                    .await;
+                // Retried every pass (the source may appear any time); recorded once per
+                // cause, not once a second.
+                let news = t.observed.state != waiting;
+                t.observed.state = waiting;
+                if news {
+                    let message = format!("Error: {}", e.0);
+                    self.ctx.pod_event(pod, "Warning", "Failed", &message).await;
+                }
                 return;
             }
         };
@@ -557,6 +635,15 @@ impl Worker {
                 }
                 t.id = Some(info.id.clone());
                 t.observed.container_id = format!("shoal://{}", info.id);
+                if let Err(message) = self.post_start(pod, sandbox, i, init, &info.id).await {
+                    let t = self.track(i, init);
+                    t.observed.state = ObservedState::Waiting {
+                        reason: "PostStartHookError".into(),
+                        message,
+                    };
+                    return;
+                }
+                let t = self.track(i, init);
                 t.observed.state = ObservedState::Running {
                     started_at: time(info.started_at),
                 };
@@ -589,37 +676,93 @@ impl Worker {
         }
     }
 
+    /// Runs the container's postStart hook, if it has one; a failure kills the container
+    /// (its restart policy then decides) and is reported as a `FailedPostStartHook` Event.
+    async fn post_start(
+        &mut self,
+        pod: &Pod,
+        sandbox: &SandboxInfo,
+        i: usize,
+        init: bool,
+        id: &str,
+    ) -> Result<(), String> {
+        let container = self.track(i, init).container.clone();
+        let Some(handler) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref())
+        else {
+            return Ok(());
+        };
+        let outcome = hooks::run(
+            &self.ctx,
+            sandbox,
+            id,
+            &container,
+            handler,
+            hooks::POST_START_TIMEOUT,
+        )
+        .await;
+        let Err(failure) = outcome else {
+            return Ok(());
+        };
+        let message = format!(
+            "PostStartHook failed for container {:?}: {failure}",
+            container.name
+        );
+        tracing::info!(pod = %pod.metadata.name, %message, "killing the container");
+        self.ctx
+            .pod_event(pod, "Warning", "FailedPostStartHook", &message)
+            .await;
+        let (id, grace) = (id.to_string(), grace_period(pod));
+        if let Err(e) = self.ctx.call(move |rt| rt.stop_container(&id, grace)).await {
+            tracing::warn!(container = %container.name, error = %e, "killing after a failed postStart hook");
+        }
+        Err(message)
+    }
+
+    /// Probes of the running app containers and sidecars.
     async fn run_probes(&mut self, sandbox: &SandboxInfo) {
         let now = Instant::now();
-        for i in 0..self.app.len() {
-            let running = matches!(self.app[i].observed.state, ObservedState::Running { .. });
+        let sidecars = (0..self.init.len())
+            .filter(|&i| self.init[i].container.is_sidecar())
+            .map(|i| (i, true));
+        let probed: Vec<(usize, bool)> = sidecars
+            .chain((0..self.app.len()).map(|i| (i, false)))
+            .collect();
+        for (i, init) in probed {
+            let running = matches!(
+                self.track(i, init).observed.state,
+                ObservedState::Running { .. }
+            );
             if !running {
-                self.app[i].observed.ready = false;
+                self.track(i, init).observed.ready = false;
                 continue;
             }
-            while let Some(kind) = self.app[i].probes.due(now) {
-                let probe = self.app[i].probes.probe(kind).cloned();
+            while let Some(kind) = self.track(i, init).probes.due(now) {
+                let probe = self.track(i, init).probes.probe(kind).cloned();
                 let Some(probe) = probe else { break };
-                let id = self.app[i].id.clone().unwrap_or_default();
-                let container = self.app[i].container.clone();
+                let id = self.track(i, init).id.clone().unwrap_or_default();
+                let container = self.track(i, init).container.clone();
                 let span = traces::probe_span(kind, &container.name);
                 let ok = crate::probes::run(&self.ctx, sandbox, &id, &container, &probe)
                     .instrument(span.clone())
                     .await;
-                let verdict = self.app[i].probes.record(kind, ok, Instant::now());
-                traces::probe_result(&span, kind, ok, self.app[i].probes.is_ready());
+                let t = self.track(i, init);
+                let verdict = t.probes.record(kind, ok, Instant::now());
+                traces::probe_result(&span, kind, ok, t.probes.is_ready());
                 if verdict.restart {
-                    self.app[i].kill_requested = true;
+                    t.kill_requested = true;
                 }
                 if kind == ProbeKind::Liveness && verdict.restart {
                     tracing::info!(container = %container.name, "liveness probe failed; restarting");
                 }
             }
-            let t = &mut self.app[i];
+            let t = self.track(i, init);
             t.observed.ready = t.probes.is_ready();
             t.observed.started = t.probes.is_started();
         }
-        if self.app.iter().any(|t| t.kill_requested) {
+        if self.init.iter().chain(&self.app).any(|t| t.kill_requested) {
             self.ctx.poke();
         }
     }
@@ -651,22 +794,39 @@ impl Worker {
         }
     }
 
-    /// Stops every container (SIGTERM, grace, SIGKILL) and removes the sandbox.
-    async fn teardown(&mut self, grace: Duration) {
+    /// Stops every container and removes the sandbox: the app containers together, then
+    /// the sidecars one by one in reverse order, all within one grace period. Each runs its
+    /// preStop hook first; what the hook takes comes out of its grace.
+    async fn teardown(&mut self, pod: Option<&Pod>, grace: Duration) {
+        let deadline = Instant::now() + grace;
         for t in self.init.iter_mut().chain(self.app.iter_mut()) {
             t.shipper = None;
         }
-        let mut ids: Vec<String> = self
-            .init
+        let ctx = self.ctx.clone();
+        let sandbox = self.sandbox.clone();
+        let stop = |id: String, container: Container| {
+            let (ctx, sandbox) = (ctx.clone(), sandbox.clone());
+            async move {
+                let grace = deadline.saturating_duration_since(Instant::now());
+                hooks::stop(&ctx, pod, sandbox.as_ref(), &id, &container, grace).await;
+            }
+        };
+        let main = self
+            .app
             .iter()
-            .chain(&self.app)
-            .filter_map(|t| t.id.clone())
-            .collect();
-        ids.extend(self.adopted.drain().map(|(_, c)| c.id));
-        let stops = ids
-            .into_iter()
-            .map(|id| self.ctx.call(move |rt| rt.stop_container(&id, grace)));
-        futures::future::join_all(stops).await;
+            .chain(self.init.iter().filter(|t| !t.container.is_sidecar()))
+            .filter_map(|t| Some(stop(t.id.clone()?, t.container.clone())));
+        futures::future::join_all(main).await;
+        for t in self.init.iter().rev().filter(|t| t.container.is_sidecar()) {
+            if let Some(id) = t.id.clone() {
+                stop(id, t.container.clone()).await;
+            }
+        }
+        let adopted = self
+            .adopted
+            .drain()
+            .map(|(_, c)| self.ctx.call(move |rt| rt.stop_container(&c.id, grace)));
+        futures::future::join_all(adopted).await;
         if let Some(sandbox) = self.sandbox.take() {
             let id = sandbox.id.clone();
             if let Err(e) = self.ctx.call(move |rt| rt.remove_sandbox(&id)).await {
@@ -674,6 +834,16 @@ impl Worker {
             }
         }
     }
+}
+
+/// The pod's terminationGracePeriodSeconds.
+fn grace_period(pod: &Pod) -> Duration {
+    Duration::from_secs(
+        pod.spec
+            .termination_grace_period_seconds
+            .unwrap_or(bus_schemas::kinds::pod_spec::DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS)
+            .max(0) as u64,
+    )
 }
 
 /// A pod that reached Succeeded or Failed is never run again.

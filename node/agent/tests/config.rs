@@ -246,7 +246,7 @@ async fn env_and_volumes_from_config_secrets_and_the_downward_api() {
     api.create(&secret).await.unwrap();
 
     let check = [
-        "test \"$GREETING\" = hello",
+        "test \"$greeting\" = hello",
         "test \"$CFG_MODE\" = fast",
         "test -z \"$(env | grep ^1BAD)\"",
         "test \"$CFG_1BAD\" = x",

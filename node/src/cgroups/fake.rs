@@ -136,4 +136,24 @@ mod tests {
         std::fs::write(dir.join("memory.events"), "low 0\noom 2\noom_kill 1\n").unwrap();
         assert_eq!(d.oom_kill_count("shoal/p").unwrap(), 1);
     }
+
+    #[test]
+    fn v2_stats_read_cpu_in_microseconds_and_working_set() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = V2Driver::new(tmp.path().to_path_buf());
+        let dir = tmp.path().join("shoal/p");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("cpu.stat"),
+            "usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("memory.current"), "10485760\n").unwrap();
+        std::fs::write(dir.join("memory.stat"), "anon 1\ninactive_file 4194304\n").unwrap();
+        // No pids.current: the pids controller is not always delegated.
+        let s = d.stats("shoal/p").unwrap();
+        assert_eq!(s.cpu_usage_ns, 1_500_000_000);
+        assert_eq!(s.memory_working_set_bytes, 6 << 20);
+        assert_eq!(s.pids_current, 0);
+    }
 }

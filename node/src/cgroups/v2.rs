@@ -96,7 +96,8 @@ impl CgroupDriver for V2Driver {
             cpu_usage_ns: read_keyed(&d.join("cpu.stat"), "usage_usec")? * 1000,
             memory_usage_bytes: usage,
             memory_working_set_bytes: usage.saturating_sub(inactive),
-            pids_current: read_u64(&d.join("pids.current"))?,
+            // Without the pids controller delegated there is no pids.current; usage still counts.
+            pids_current: read_u64(&d.join("pids.current")).unwrap_or(0),
         })
     }
 

@@ -45,11 +45,6 @@ pub enum Command {
     Up(UpArgs),
     /// Create or update objects from manifests.
     Apply(ApplyArgs),
-    /// Create a ConfigMap or Secret from literals and files.
-    Create {
-        #[command(subcommand)]
-        command: crate::create::CreateCommand,
-    },
     /// List objects.
     Get(GetArgs),
     /// Show one object in detail, with its events.
@@ -78,6 +73,8 @@ pub enum Command {
     Scale(ScaleArgs),
     /// Create a HorizontalPodAutoscaler for a Deployment or ReplicaSet.
     Autoscale(AutoscaleArgs),
+    /// Create an object from the command line: `configmap`, `secret`, `job --from=cronjob/NAME`.
+    Create(crate::create::CreateArgs),
     /// Mark a node unschedulable: new pods are no longer placed on it.
     Cordon(NodeNameArgs),
     /// Mark a node schedulable again.
@@ -173,9 +170,28 @@ pub struct UpArgs {
     /// With --join: create the state stream if it is missing (first start of a new cluster).
     #[arg(long)]
     pub init: bool,
-    /// With --join and --init: JetStream replicas of the state stream.
-    #[arg(long, default_value_t = 1)]
-    pub replicas: usize,
+    /// JetStream replicas of the cluster's state (objects, images, usage samples), set when
+    /// the cluster is first created (with --join: with --init). Default: 1, or 3 (at most the
+    /// number of servers) when this command starts a clustered server (--routes).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=5))]
+    pub replicas: Option<u64>,
+    /// Name of the nats-server this command starts; distinct per server of a NATS cluster.
+    #[arg(long, default_value = "shoal")]
+    pub server_name: String,
+    /// Address the nats-server this command starts serves clients on; 0.0.0.0 to let actors
+    /// and nodes of other machines join.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub nats_host: String,
+    /// With --routes: where this server listens for its peers' routes.
+    #[arg(long, default_value = "0.0.0.0:6222")]
+    pub cluster_listen: String,
+    /// Form a NATS cluster with these peers' route URLs (comma list, e.g.
+    /// nats://h2:6222,nats://h3:6222); the server also serves monitoring on port 8222.
+    #[arg(long)]
+    pub routes: Option<String>,
+    /// Name of this machine's node (default: the hostname).
+    #[arg(long)]
+    pub node_name: Option<String>,
     /// With --join: the server's monitoring endpoint, checked for durability settings.
     #[arg(long)]
     pub monitor: Option<String>,

@@ -82,6 +82,9 @@ pub async fn run(session: &Session, args: GetArgs) -> Result<i32> {
                 t.qualify_names(&info.singular(), namespaced_column);
             }
             t.print(!args.no_headers);
+            if info.kind == "Node" && !args.no_headers {
+                crate::cluster::print_footer(&session.nats).await;
+            }
         } else {
             output::print_objects(&format, info, &objects, name.is_some())?;
         }

@@ -4,6 +4,9 @@
 //! - `cli`: the command line (clap).
 //! - `up`: `shoal up`, the one-machine cluster (nats-server child + every actor).
 //! - `apply`, `get`, `describe`, `delete`, `label`: kubectl-like object commands.
+//! - `describe_pod`: `describe pod`'s container sections (state, last state, termination
+//!   message), as kubectl lays them out.
+//! - `create`: objects from the command line (`configmap`, `secret`, `job --from=cronjob/`).
 //! - `table`: kubectl's table columns, one typed row function per kind (`table::Row`: headers
 //!   with `-o wide` ones marked, and cells), written to be reused by other printers (the
 //!   gateway's Kubernetes Tables, new kinds' rows); `output`: yaml/json/name printers.
@@ -16,9 +19,11 @@
 
 mod apply;
 mod cli;
+mod cluster;
 mod create;
 mod delete;
 mod describe;
+mod describe_pod;
 mod exec;
 mod get;
 mod hpa;
@@ -32,6 +37,7 @@ mod observe;
 mod output;
 mod remote;
 mod rollout;
+mod rollout_sts;
 mod scale;
 mod table;
 mod top;
@@ -125,7 +131,7 @@ fn init_telemetry(
 fn command_span(command: &cli::Command) -> tracing::Span {
     let name = match command {
         cli::Command::Apply(_) => "apply",
-        cli::Command::Create { .. } => "create",
+        cli::Command::Create(_) => "create",
         cli::Command::Delete(_) => "delete",
         cli::Command::Scale(_) => "scale",
         cli::Command::Rollout { .. } => "rollout",
@@ -170,7 +176,6 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                         .with_field_manager(field_manager_of(&command));
                     match command {
                         Command::Apply(a) => apply::run(&session, a).await,
-                        Command::Create { command } => create::run(&session, command).await,
                         Command::Get(a) => get::run(&session, a).await,
                         Command::Describe(a) => describe::run(&session, a).await,
                         Command::Delete(a) => delete::run(&session, a).await,
@@ -183,6 +188,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                         Command::Rollout { command } => rollout::run(&session, command).await,
                         Command::Scale(a) => scale::run(&session, a).await,
                         Command::Autoscale(a) => hpa::autoscale(&session, a).await,
+                        Command::Create(a) => create::run(&session, a).await,
                         Command::Cordon(a) => nodes::cordon(&session, &a.node, true).await,
                         Command::Uncordon(a) => nodes::cordon(&session, &a.node, false).await,
                         Command::Drain(a) => nodes::drain(&session, a).await,

@@ -102,5 +102,6 @@ pub async fn version(session: &Session) -> Result<i32> {
         Ok((_, rv)) => println!("Cluster: API reachable, state log at revision {rv}"),
         Err(e) => println!("Cluster: API not reachable: {e}"),
     }
+    crate::cluster::print_health(&session.nats, &session.url).await;
     Ok(0)
 }

@@ -133,7 +133,7 @@ fn resolve(
 
 /// Where a rollout stands: a progress line, or done.
 #[derive(Debug, PartialEq)]
-enum Progress {
+pub(crate) enum Progress {
     Waiting(String),
     Done(String),
 }
@@ -220,12 +220,15 @@ fn daemonset_progress(ds: &DaemonSet) -> Result<Progress> {
 }
 
 async fn status(session: &Session, args: RolloutStatusArgs) -> Result<i32> {
-    let (info, ns, name) = resolve(&args.target, "status", &["Deployment", "DaemonSet"])?;
+    let kinds = ["Deployment", "DaemonSet", "StatefulSet"];
+    let (info, ns, name) = resolve(&args.target, "status", &kinds)?;
     let timeout = parse_timeout(&args.timeout).context("--timeout")?;
     let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
     let mut last = String::new();
     loop {
-        let progress = if info.kind == "Deployment" {
+        let progress = if info.kind == "StatefulSet" {
+            crate::rollout_sts::progress(&session.api.get(&ns, &name).await?)?
+        } else if info.kind == "Deployment" {
             let d: Deployment = session.api.get(&ns, &name).await?;
             let progress = deployment_progress(&d)?;
             // A paused Deployment never progresses: say so instead of waiting forever.
@@ -317,7 +320,10 @@ fn change_cause(d: &Deployment, rs: &ReplicaSet) -> String {
 }
 
 async fn history(session: &Session, args: RolloutHistoryArgs) -> Result<i32> {
-    let (info, ns, name) = resolve(&args.target, "history", &["Deployment"])?;
+    let (info, ns, name) = resolve(&args.target, "history", &["Deployment", "StatefulSet"])?;
+    if info.kind == "StatefulSet" {
+        return crate::rollout_sts::history(session, info, &ns, &name, args.revision).await;
+    }
     let d: Deployment = session.api.get(&ns, &name).await?;
     let rss = revisions(session, &d).await?;
     if let Some(revision) = args.revision {
@@ -360,7 +366,10 @@ fn undo_target<'a>(rss: &'a [ReplicaSet], to: Option<i64>, what: &str) -> Result
 }
 
 async fn undo(session: &Session, args: RolloutUndoArgs) -> Result<i32> {
-    let (info, ns, name) = resolve(&args.target, "undo", &["Deployment"])?;
+    let (info, ns, name) = resolve(&args.target, "undo", &["Deployment", "StatefulSet"])?;
+    if info.kind == "StatefulSet" {
+        return crate::rollout_sts::undo(session, info, &ns, &name, args.to_revision).await;
+    }
     let what = display(info, &name);
     for _ in 0..CONFLICT_RETRIES {
         let mut d: Deployment = session.api.get(&ns, &name).await?;

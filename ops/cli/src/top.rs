@@ -21,6 +21,29 @@ pub struct TopArgs {
     /// Per-container figures.
     #[arg(long)]
     pub containers: bool,
+    /// Also show this application metric, scraped from pods annotated
+    /// `prometheus.io/scrape: "true"` (summed over the pod's series of that name).
+    #[arg(long)]
+    pub metric: Option<String>,
+}
+
+/// A pod's application metric, summed over its series; `<none>` when it exposes none.
+fn app_value(sample: &PodMetrics, name: &str) -> String {
+    let values: Vec<f64> = sample
+        .app
+        .iter()
+        .filter(|m| m.name == name)
+        .map(|m| m.value)
+        .collect();
+    if values.is_empty() {
+        return "<none>".into();
+    }
+    let total: f64 = values.iter().sum();
+    if total.fract() == 0.0 && total.abs() < 1e15 {
+        format!("{}", total as i64)
+    } else {
+        format!("{total:.3}")
+    }
 }
 
 async fn latest(session: &Session, filter: String) -> Result<Vec<PodMetrics>> {
@@ -93,6 +116,9 @@ pub async fn run(session: &Session, args: TopArgs) -> Result<i32> {
                 headers.push("CONTAINER".into());
             }
             headers.extend(["CPU(cores)".into(), "MEMORY(bytes)".into()]);
+            if let Some(name) = &args.metric {
+                headers.push(name.clone());
+            }
             if args.all_namespaces {
                 headers.insert(0, "NAMESPACE".into());
             }
@@ -101,6 +127,9 @@ pub async fn run(session: &Session, args: TopArgs) -> Result<i32> {
                 let lead = |mut row: Vec<String>| {
                     if args.all_namespaces {
                         row.insert(0, s.namespace.clone());
+                    }
+                    if let Some(name) = &args.metric {
+                        row.push(app_value(s, name));
                     }
                     row
                 };

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use shoal_bus::natsd::{Natsd, NatsdConfig};
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::{ApiClient, InformerFactory, Store, StoreError};
 
@@ -112,13 +111,13 @@ pub async fn run(args: UpArgs) -> Result<()> {
                     args.port
                 );
             }
-            let config = NatsdConfig::new(args.port, data_dir.join("nats"));
+            let config = crate::cluster::server_config(&args, &data_dir)?;
             eprintln!(
                 "starting nats-server on port {} (store {}) …",
                 args.port,
                 config.data_dir.display()
             );
-            let server = Natsd::start(config).await.context("starting nats-server")?;
+            let server = crate::cluster::start_server(config).await?;
             let url = server.url();
             natsd = Some(server);
             url
@@ -149,7 +148,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
             ensure_stream(
                 &js,
                 &StreamSettings {
-                    replicas: args.replicas,
+                    replicas: crate::cluster::state_replicas(&args),
                 },
             )
             .await?;
@@ -198,6 +197,14 @@ pub async fn run(args: UpArgs) -> Result<()> {
             informers: Some(informers.clone()),
             ..Default::default()
         };
+        // Tests that drive CronJobs through minutes set the controllers' clock over the bus.
+        if std::env::var("SHOAL_TEST_CLOCK").as_deref() == Ok("bus") {
+            config.tunables.clock =
+                shoal_controllers::clock::Clock::from_bus(nats.clone(), chrono::Utc::now())
+                    .await
+                    .map_err(anyhow::Error::msg)
+                    .context("SHOAL_TEST_CLOCK=bus: subscribing to the test clock")?;
+        }
         // A joined cluster may run several controller processes: only the lease holder
         // acts, the others stand by (two active sets would fight over every pod).
         if args.join.is_some() {
@@ -271,6 +278,8 @@ pub async fn run(args: UpArgs) -> Result<()> {
         let (nats, shutdown) = (nats.clone(), shutdown.clone());
         let mut config = shoal_autoscaler::AutoscalerConfig {
             informers: Some(informers.clone()),
+            // A usage sample averages over the node's period (CPU readiness depends on it).
+            sample_window: Duration::from_secs(args.metrics_period),
             ..Default::default()
         };
         // Two active autoscalers would each apply their own rate limits: one acts.
@@ -290,7 +299,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         ));
     }
     if runs(UpActor::Node) {
-        let name = crate::node::hostname();
+        let name = args.node_name.clone().unwrap_or_else(crate::node::hostname);
         let backend =
             crate::node::linux_backend(data_dir.join("node"), &args.bridge, &args.pod_cidr, &name)?;
         let mut config = shoal_agent::AgentConfig::new(name, args.pod_cidr.clone());
@@ -472,18 +481,5 @@ async fn warn_about_server(url: &str, monitor: Option<&str>) {
 }
 
 async fn fetch_varz(hostport: &str) -> Result<serde_json::Value> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::time::timeout(
-        Duration::from_secs(3),
-        tokio::net::TcpStream::connect(hostport),
-    )
-    .await??;
-    stream
-        .write_all(format!("GET /varz HTTP/1.0\r\nHost: {hostport}\r\n\r\n").as_bytes())
-        .await?;
-    let mut body = Vec::new();
-    tokio::time::timeout(Duration::from_secs(3), stream.read_to_end(&mut body)).await??;
-    let text = String::from_utf8_lossy(&body);
-    let json = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    Ok(serde_json::from_str(json)?)
+    crate::cluster::fetch_monitor(hostport, "/varz").await
 }

@@ -449,6 +449,8 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
         ("api", "api.cas_write"),
         ("controllers", "reconcile"),
         ("scheduler", "schedule"),
+        ("scheduler", "scheduler.filter"),
+        ("scheduler", "scheduler.score"),
         ("node", "node.probe"),
     ] {
         assert!(

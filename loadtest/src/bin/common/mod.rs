@@ -48,14 +48,12 @@ pub fn start_nats(
     Ok((runtime, natsd))
 }
 
-pub fn init_tracing() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+#[path = "../../tracing_mode.rs"]
+pub mod tracing_mode;
+
+/// Untraced unless `SHOAL_BENCH_TRACING=on` (see `tracing_mode`).
+pub fn init_tracing() -> tracing_mode::Tracing {
+    tracing_mode::init("bench")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -381,6 +379,7 @@ pub fn hollow_main(url: &str, nodes: usize, heartbeat: Duration) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    tracing_mode::export_to(url);
     runtime.block_on(async move {
         let nats = shoal_bus::connect(url, "bench-hollow").await?;
         let store = Store::open(nats.clone()).await?;

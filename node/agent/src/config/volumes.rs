@@ -2,9 +2,7 @@
 //! module: its environment, and whether its volumes could be written.
 
 use bus_schemas::kinds::container::Container;
-use bus_schemas::kinds::{Event, Pod};
-use bus_schemas::subjects::NodeReport;
-use bus_schemas::{codec, ObjectMeta};
+use bus_schemas::kinds::Pod;
 use shoal_node::{ContainerSpec, SandboxInfo};
 
 use super::downward::NodeFacts;
@@ -72,63 +70,10 @@ pub async fn prepare(
     let facts = node_facts(ctx, sandbox);
     let resolved = env::resolve(ctx, pod, container, &facts).await?;
     for message in &resolved.skipped {
-        report_event(
-            ctx,
-            pod,
-            "Warning",
-            "InvalidEnvironmentVariableNames",
-            message,
-        )
-        .await;
+        ctx.pod_event(pod, "Warning", "InvalidEnvironmentVariableNames", message)
+            .await;
     }
     let mut spec = spec::container_spec(pod, container)?;
     spec.env = resolved.vars;
     Ok(spec)
-}
-
-/// Sends an Event about `pod` through the node's own subject (the API accepts it only for a
-/// pod bound here). Named after its content, so a repeat is one event, not a flood.
-pub async fn report_event(ctx: &AgentCtx, pod: &Pod, type_: &str, reason: &str, message: &str) {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (&pod.metadata.uid, reason, message).hash(&mut hasher);
-    let now = chrono::Utc::now();
-    let event = Event {
-        metadata: ObjectMeta {
-            name: format!("{}.{:016x}", pod.metadata.name, hasher.finish()),
-            namespace: pod.metadata.namespace.clone(),
-            ..Default::default()
-        },
-        involved_object: bus_schemas::kinds::ObjectReference {
-            kind: "Pod".into(),
-            namespace: pod.metadata.namespace.clone(),
-            name: pod.metadata.name.clone(),
-            uid: pod.metadata.uid.clone(),
-            api_version: "v1".into(),
-            ..Default::default()
-        },
-        reason: reason.into(),
-        message: message.into(),
-        type_: type_.into(),
-        count: 1,
-        first_timestamp: Some(now),
-        last_timestamp: Some(now),
-        source: bus_schemas::kinds::event::EventSource {
-            component: "kubelet".into(),
-            host: ctx.config.node_name.clone(),
-        },
-        reporting_component: "shoal-node".into(),
-        reporting_instance: ctx.config.node_name.clone(),
-        ..Default::default()
-    };
-    let Ok(body) = codec::to_msgpack(&event) else {
-        return;
-    };
-    match ctx.report(NodeReport::Event, body).await {
-        Ok(_) => {}
-        Err(e) if e.starts_with("409") => {}
-        Err(e) => {
-            tracing::warn!(pod = %pod.metadata.name, reason, error = %e, "event not recorded")
-        }
-    }
 }

@@ -157,6 +157,9 @@ impl LinuxRuntime {
                 read_only: m.read_only,
             });
         }
+        if let Some(path) = &spec.termination_message_path {
+            mounts.push(super::termination::prepare(dir, path)?);
+        }
         let lowers = self.images.lower_dirs(&img)?;
         let rootfs = Rootfs::prepare(dir, lowers)?;
         let cgroup = format!("{}/{}", sb.cgroup, id);

@@ -5,13 +5,15 @@
 //! its image (pure); [`sandboxes`] is the pod sandbox plumbing (namespaces, veth,
 //! pause process); [`lifecycle`] is the [`Runtime`] operations on containers
 //! (start, state, stop, exec, remove) and the deferred deletion of their
-//! directories; [`orphans`] sweeps what no live pod owns. This module holds the
+//! directories; [`termination`] keeps a container's termination message on the host;
+//! [`orphans`] sweeps what no live pod owns. This module holds the
 //! configuration, the runtime's handles and the state-file readers they share.
 
 mod lifecycle;
 mod orphans;
 mod sandboxes;
 mod spec;
+mod termination;
 
 use lifecycle::Trash;
 
@@ -212,5 +214,12 @@ impl LinuxRuntime {
 
     fn exitfile(&self, id: &str) -> Result<Option<ExitFile>> {
         read_json_opt(&self.container_dir(id).join("exit.json"))
+    }
+
+    /// What the container wrote to its terminationMessagePath (at most 4096 bytes), while
+    /// its directory exists; None when it asked for no message file.
+    pub fn termination_message(&self, id: &str) -> Result<Option<String>> {
+        validate_id("container", id)?;
+        termination::read(&self.container_dir(id))
     }
 }

@@ -5,6 +5,8 @@
 //!   ([`columns`], [`cells`]), and [`Table`] (`-o wide`, `-A`, `--show-labels`, rendering).
 //! - `cells`: how values read in a cell (ages, `<none>`, label maps, selectors).
 //! - `workloads`: Pod, ReplicaSet, Deployment, DaemonSet and Job rows.
+//! - `batch`: the CronJob row.
+//! - `stateful`: StatefulSet and ControllerRevision rows.
 //! - `network`: Service and Endpoints rows.
 //! - `cluster`: Namespace, Node, Lease, PriorityClass and Event rows.
 //! - `autoscaling`: the HorizontalPodAutoscaler row.
@@ -19,10 +21,12 @@
 //! library crate unchanged when a second crate prints tables.
 
 mod autoscaling;
+mod batch;
 mod cells;
 mod cluster;
 mod config;
 mod network;
+mod stateful;
 mod workloads;
 
 #[cfg(test)]

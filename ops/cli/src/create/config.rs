@@ -1,6 +1,5 @@
 //! `shoal create configmap|secret`: ConfigMaps and Secrets from literals, files and env
-//! files, as kubectl builds them; and what `describe` shows of them (a Secret's sizes, never
-//! its values).
+//! files, as kubectl builds them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,21 +11,8 @@ use bus_schemas::kinds::secret::{
 };
 use bus_schemas::kinds::{ConfigMap, Secret};
 use clap::{Args, Subcommand};
-use serde_json::Value;
 
 use crate::remote::Session;
-
-#[derive(Subcommand, Debug)]
-pub enum CreateCommand {
-    /// A ConfigMap from literals, files or env files.
-    #[command(visible_alias = "cm")]
-    Configmap(DataArgs),
-    /// A Secret: `generic`, `tls` or `docker-registry`.
-    Secret {
-        #[command(subcommand)]
-        command: SecretCommand,
-    },
-}
 
 #[derive(Subcommand, Debug)]
 pub enum SecretCommand {
@@ -179,34 +165,32 @@ fn namespace(ns: &Option<String>) -> String {
     ns.clone().unwrap_or_else(|| "default".into())
 }
 
-pub async fn run(session: &Session, command: CreateCommand) -> Result<i32> {
-    match command {
-        CreateCommand::Configmap(args) => {
-            let mut cm = ConfigMap::default();
-            cm.metadata.name = args.name.clone();
-            cm.metadata.namespace = namespace(&args.namespace);
-            for (key, value) in collect(&args)? {
-                match String::from_utf8(value) {
-                    Ok(text) => cm.data.insert(key, text),
-                    Err(e) => cm
-                        .binary_data
-                        .insert(key, e.into_bytes().into())
-                        .map(|_| String::new()),
-                };
-            }
-            let created = session.api.create(&cm).await?;
-            println!("configmap/{} created", created.metadata.name);
-        }
-        CreateCommand::Secret { command } => {
-            let secret = secret(command)?;
-            let created = session.api.create(&secret).await?;
-            println!("secret/{} created", created.metadata.name);
-        }
+pub async fn configmap(session: &Session, args: DataArgs) -> Result<i32> {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = args.name.clone();
+    cm.metadata.namespace = namespace(&args.namespace);
+    for (key, value) in collect(&args)? {
+        match String::from_utf8(value) {
+            Ok(text) => cm.data.insert(key, text),
+            Err(e) => cm
+                .binary_data
+                .insert(key, e.into_bytes().into())
+                .map(|_| String::new()),
+        };
     }
+    let created = session.api.create(&cm).await?;
+    println!("configmap/{} created", created.metadata.name);
     Ok(0)
 }
 
-fn secret(command: SecretCommand) -> Result<Secret> {
+pub async fn secret(session: &Session, command: SecretCommand) -> Result<i32> {
+    let secret = build_secret(command)?;
+    let created = session.api.create(&secret).await?;
+    println!("secret/{} created", created.metadata.name);
+    Ok(0)
+}
+
+fn build_secret(command: SecretCommand) -> Result<Secret> {
     let mut secret = Secret::default();
     let (name, ns) = match &command {
         SecretCommand::Generic(a) => (&a.data.name, &a.data.namespace),
@@ -251,59 +235,6 @@ fn secret(command: SecretCommand) -> Result<Secret> {
         }
     }
     Ok(secret)
-}
-
-/// `describe`'s Data section for ConfigMaps (values, as kubectl shows them) and Secrets
-/// (sizes only). Returns false for other kinds.
-pub fn describe(kind: &str, obj: &Value) -> bool {
-    match kind {
-        "ConfigMap" => {
-            println!("\nData\n====");
-            for (key, value) in obj
-                .get("data")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-            {
-                println!("{key}:\n----\n{}\n", value.as_str().unwrap_or(""));
-            }
-            println!("\nBinaryData\n====");
-            for (key, value) in obj
-                .get("binaryData")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-            {
-                println!("{key}: {} bytes", decoded_len(value));
-            }
-            true
-        }
-        "Secret" => {
-            println!(
-                "\nType:  {}",
-                obj.get("type").and_then(Value::as_str).unwrap_or("")
-            );
-            println!("\nData\n====");
-            for (key, value) in obj
-                .get("data")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-            {
-                println!("{key}:  {} bytes", decoded_len(value));
-            }
-            true
-        }
-        _ => false,
-    }
-}
-
-fn decoded_len(value: &Value) -> usize {
-    use base64::Engine;
-    let text = value.as_str().unwrap_or("");
-    base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .map_or(0, |bytes| bytes.len())
 }
 
 #[cfg(test)]

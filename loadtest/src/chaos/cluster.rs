@@ -1,0 +1,358 @@
+//! The chaos run's cluster: four hosts of the test fabric (three servers, one client), the
+//! NATS cluster, the actor processes on each server host, and the faults injected into them.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bus_schemas::kinds::{Lease, Node};
+use bus_schemas::subjects;
+use shoal_bus::cluster::health::stream_health;
+use shoal_bus::cluster::testing::{NatsCluster, ServerHost};
+use shoal_bus::store::{ensure_stream, StreamSettings};
+use shoal_bus::ApiClient;
+use shoal_node::testnet::Fabric;
+use tokio::process::{Child, Command};
+
+use super::ChaosArgs;
+
+pub const SERVERS: usize = 3;
+/// How long a fault may take to heal before it counts as "never converged".
+const CONVERGE_WITHIN: Duration = Duration::from_secs(60);
+/// A cut host stays cut this long.
+const CUT_FOR: Duration = Duration::from_secs(10);
+
+pub fn fabric() -> Result<Fabric> {
+    Fabric::new(SERVERS + 1).context("building the test fabric (needs root and iproute2)")
+}
+
+/// What the client thread needs of the fabric: names only, so it can own no namespace.
+pub struct Plan {
+    pub hosts: Vec<ServerHost>,
+    pub client_netns: String,
+    pub fabric_netns: String,
+    pub ports: Vec<String>,
+    pub dir: PathBuf,
+    pub shoal: PathBuf,
+}
+
+impl Plan {
+    pub fn new(fabric: &Fabric, dir: &Path, shoal: PathBuf) -> Plan {
+        Plan {
+            hosts: fabric.hosts[..SERVERS]
+                .iter()
+                .map(|h| ServerHost {
+                    netns: h.netns.clone(),
+                    address: h.address,
+                })
+                .collect(),
+            client_netns: fabric.hosts[SERVERS].netns.clone(),
+            fabric_netns: fabric.netns.clone(),
+            ports: fabric.hosts.iter().map(|h| h.fabric_port.clone()).collect(),
+            dir: dir.to_path_buf(),
+            shoal,
+        }
+    }
+
+    fn set_link(&self, host: usize, state: &str) -> Result<()> {
+        shoal_node::testnet::ip(&[
+            "-n",
+            &self.fabric_netns,
+            "link",
+            "set",
+            &self.ports[host],
+            state,
+        ])
+        .context("setting a fabric port")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// An API replica and a naming replica (DNS on the host's loopback).
+    ApiNaming,
+    /// The controllers (leader-elected) and a scheduler.
+    ControllersScheduler,
+    /// The host's hollow node agents.
+    Nodes,
+}
+
+/// One actor process on one host; SIGKILLed when dropped.
+pub struct ActorProcess {
+    pub host: usize,
+    pub role: Role,
+    args: Vec<String>,
+    netns: String,
+    shoal: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl ActorProcess {
+    fn spawn(&mut self) -> Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.netns])
+            .arg(&self.shoal)
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {} {:?}", self.shoal.display(), self.args))?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(|c| c.id())
+    }
+
+    pub async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill().await;
+            let _ = child.wait().await;
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        let role = match self.role {
+            Role::ApiNaming => "API+naming replica",
+            Role::ControllersScheduler => "controllers+scheduler",
+            Role::Nodes => "node agents",
+        };
+        format!("{role} on h{}", self.host + 1)
+    }
+}
+
+pub struct FaultRecord {
+    /// Since the churn started.
+    pub at: Duration,
+    pub what: String,
+    /// From the fault's end (restart, restored link) until the cluster served again.
+    pub converged: Option<Duration>,
+}
+
+pub struct World {
+    pub plan: Plan,
+    pub cluster: NatsCluster,
+    pub nats: async_nats::Client,
+    pub processes: Vec<ActorProcess>,
+    nodes_per_host: usize,
+}
+
+impl World {
+    pub async fn start(plan: Plan, args: &ChaosArgs) -> Result<World> {
+        let cluster = NatsCluster::start(&plan.hosts, &plan.dir)
+            .await
+            .context("starting three nats-servers")?;
+        let nats = shoal_bus::connect(&cluster.url(), "chaos-client").await?;
+        let js = async_nats::jetstream::new(nats.clone());
+        ensure_stream(&js, &StreamSettings { replicas: SERVERS })
+            .await
+            .context("creating the state at R3")?;
+        let url = cluster.url();
+        let mut processes = Vec::new();
+        for (host, server) in plan.hosts.iter().enumerate() {
+            let data = |what: &str| plan.dir.join(format!("h{}-{what}", host + 1));
+            let common = |what: &str| {
+                vec![
+                    "--nats".to_string(),
+                    url.clone(),
+                    "up".into(),
+                    "--join".into(),
+                    url.clone(),
+                    "--metrics-addr".into(),
+                    String::new(),
+                    "--data-dir".into(),
+                    data(what).display().to_string(),
+                    "--lease-seconds".into(),
+                    "4".into(),
+                ]
+            };
+            let mut api = common("api");
+            api.extend(
+                ["--actors", "api,naming", "--dns-listen", "127.0.0.1:53"].map(String::from),
+            );
+            let mut ctl = common("controllers");
+            ctl.extend(["--actors", "controllers,scheduler"].map(String::from));
+            let nodes = vec![
+                "--nats".to_string(),
+                url.clone(),
+                "node".into(),
+                "--hollow".into(),
+                "--count".into(),
+                args.nodes_per_host.to_string(),
+                "--name".into(),
+                format!("h{}", host + 1),
+                "--pod-cidr".into(),
+                format!("10.{}.0.0/16", 200 + host),
+            ];
+            for (role, argv) in [
+                (Role::ApiNaming, api),
+                (Role::ControllersScheduler, ctl),
+                (Role::Nodes, nodes),
+            ] {
+                let mut p = ActorProcess {
+                    host,
+                    role,
+                    args: argv,
+                    netns: server.netns.clone(),
+                    shoal: plan.shoal.clone(),
+                    log: plan.dir.join(format!("h{}-{role:?}.log", host + 1)),
+                    child: None,
+                };
+                p.spawn()?;
+                processes.push(p);
+            }
+        }
+        let world = World {
+            plan,
+            cluster,
+            nats,
+            processes,
+            nodes_per_host: args.nodes_per_host,
+        };
+        let api = ApiClient::new(world.nats.clone()).with_deadline(Duration::from_secs(5));
+        let start = Instant::now();
+        while !world.serving(&api).await {
+            if start.elapsed() > Duration::from_secs(180) {
+                anyhow::bail!(
+                    "the actors did not come up within 180 s: see the logs in {}",
+                    world.plan.dir.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Ok(world)
+    }
+
+    /// The API answers and acknowledges a write, the state is fully replicated and every
+    /// node is Ready.
+    async fn serving(&self, api: &ApiClient) -> bool {
+        let probe: Lease = serde_json::from_value(serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"generateName": "chaos-probe-", "namespace": "default"},
+            "spec": {}
+        }))
+        .expect("probe lease");
+        if api.create(&probe).await.is_err() {
+            return false;
+        }
+        let js = async_nats::jetstream::new(self.nats.clone());
+        if !stream_health(&js, subjects::OBJECTS_STREAM)
+            .await
+            .fully_replicated()
+        {
+            return false;
+        }
+        match api
+            .list::<Node>(&bus_schemas::api::ListOptions::default())
+            .await
+        {
+            Ok(nodes) => {
+                nodes.items.len() == SERVERS * self.nodes_per_host
+                    && nodes.items.iter().all(Node::is_ready)
+            }
+            Err(_) => false,
+        }
+    }
+
+    async fn wait_serving(&self, api: &ApiClient) -> Option<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < CONVERGE_WITHIN {
+            if self.serving(api).await {
+                return Some(start.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        None
+    }
+
+    /// The process holding the controllers' Lease, if one does (its identity names its pid).
+    async fn controllers_leader(&self, api: &ApiClient) -> Option<usize> {
+        let lease: Lease = api.get("shoal-system", "shoal-controllers").await.ok()?;
+        let holder = lease.spec.holder_identity?;
+        self.processes.iter().position(|p| {
+            p.role == Role::ControllersScheduler
+                && p.pid()
+                    .is_some_and(|pid| holder.contains(&format!("-{pid}-")))
+        })
+    }
+
+    /// Injects fault number `round` (actor kill, server kill, link cut in turn; the victim
+    /// picked at random), ends it and measures how long the cluster took to serve again.
+    pub async fn inject(&mut self, round: usize, start: Instant, api: &ApiClient) -> FaultRecord {
+        let at = start.elapsed();
+        let what = match round % 3 {
+            0 => {
+                let victim = if rand::random::<bool>() {
+                    self.controllers_leader(api).await
+                } else {
+                    None
+                }
+                .unwrap_or_else(|| rand::random_range(0..self.processes.len()));
+                let leader = self.controllers_leader(api).await == Some(victim);
+                let p = &mut self.processes[victim];
+                p.kill().await;
+                let what = format!(
+                    "SIGKILL {}{}",
+                    p.describe(),
+                    if leader { " (controllers leader)" } else { "" }
+                );
+                if let Err(e) = p.spawn() {
+                    eprintln!("restarting {}: {e}", p.describe());
+                }
+                what
+            }
+            1 => {
+                let victim = rand::random_range(0..SERVERS);
+                self.cluster.kill(victim).await;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if let Err(e) = self.cluster.restart(victim).await {
+                    eprintln!("restarting nats-server s{}: {e}", victim + 1);
+                }
+                format!("SIGKILL nats-server s{}, restart", victim + 1)
+            }
+            _ => {
+                let victim = rand::random_range(0..SERVERS);
+                let cut = self.plan.set_link(victim, "down");
+                tokio::time::sleep(CUT_FOR).await;
+                let _ = self.plan.set_link(victim, "up");
+                match cut {
+                    Ok(()) => format!("cut h{} off for {} s", victim + 1, CUT_FOR.as_secs()),
+                    Err(e) => format!("cutting h{} failed: {e}", victim + 1),
+                }
+            }
+        };
+        let converged = self.wait_serving(api).await;
+        FaultRecord {
+            at,
+            what,
+            converged,
+        }
+    }
+
+    pub async fn stop(&mut self) {
+        for p in &mut self.processes {
+            p.kill().await;
+        }
+        for i in 0..SERVERS {
+            self.cluster.kill(i).await;
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        // A run cut short still reconnects every host before the fabric goes.
+        for i in 0..SERVERS {
+            let _ = self.plan.set_link(i, "up");
+        }
+    }
+}

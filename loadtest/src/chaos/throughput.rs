@@ -1,0 +1,64 @@
+//! R3 against R1: the same acknowledged publishes, with the same concurrency, to a stream of
+//! each replica count in the one cluster, one after the other in the same run.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use async_nats::jetstream::{self, stream};
+use futures::StreamExt;
+
+pub struct Figures {
+    pub writes: usize,
+    pub r3_per_sec: f64,
+    pub r1_per_sec: f64,
+}
+
+const IN_FLIGHT: usize = 32;
+
+async fn rate(js: &jetstream::Context, replicas: usize, writes: usize) -> Result<f64> {
+    let name = format!("CHAOS_BENCH_R{replicas}");
+    js.get_or_create_stream(stream::Config {
+        name: name.clone(),
+        subjects: vec![format!("chaos.bench.r{replicas}.>")],
+        storage: stream::StorageType::File,
+        num_replicas: replicas,
+        ..Default::default()
+    })
+    .await
+    .with_context(|| format!("creating {name}"))?;
+    let start = Instant::now();
+    let acked = futures::stream::iter(0..writes)
+        .map(|i| {
+            let js = js.clone();
+            async move {
+                let subject = format!("chaos.bench.r{replicas}.{}", i % 64);
+                let ack = js.publish(subject, vec![0u8; 256].into()).await.ok()?;
+                tokio::time::timeout(Duration::from_secs(10), ack)
+                    .await
+                    .ok()?
+                    .ok()
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .filter(|a| std::future::ready(a.is_some()))
+        .count()
+        .await;
+    let rate = acked as f64 / start.elapsed().as_secs_f64();
+    let _ = js.delete_stream(&name).await;
+    Ok(rate)
+}
+
+pub async fn measure(nats: &async_nats::Client, writes: usize) -> Result<Figures> {
+    let js = jetstream::new(nats.clone());
+    // A warm-up first (fresh connections, Raft groups placed, caches filled), then R1, R3
+    // and R1 again: the mean of the two R1 runs cancels a drift of the machine's load.
+    rate(&js, 3, writes / 4).await?;
+    let r1_a = rate(&js, 1, writes / 2).await?;
+    let r3 = rate(&js, 3, writes).await?;
+    let r1_b = rate(&js, 1, writes / 2).await?;
+    Ok(Figures {
+        writes,
+        r3_per_sec: r3,
+        r1_per_sec: (r1_a + r1_b) / 2.0,
+    })
+}

@@ -1,0 +1,50 @@
+//! How a benchmark process traces. Untraced by default (plain logs), as the published
+//! figures were measured. With `SHOAL_BENCH_TRACING=on` it installs Shoal's telemetry the
+//! way `shoal up` does: spans sampled by the standard `OTEL_TRACES_SAMPLER` /
+//! `OTEL_TRACES_SAMPLER_ARG` variables and exported to the cluster's `SHOAL_TRACES` stream.
+//! `bench_tracing` sets these for the runs it compares, so tracing's cost is measured on
+//! the real export path rather than on spans that go nowhere.
+
+pub const SWITCH: &str = "SHOAL_BENCH_TRACING";
+
+/// Keeps the span pipeline alive; dropping it flushes what is queued.
+pub struct Tracing(#[allow(dead_code)] Option<shoal_telemetry::Telemetry>);
+
+fn enabled() -> bool {
+    std::env::var(SWITCH).is_ok_and(|v| v == "on")
+}
+
+/// Installs the process's subscriber; `process` names the spans' default actor.
+pub fn init(process: &str) -> Tracing {
+    let log_filter = std::env::var("SHOAL_LOG").unwrap_or_else(|_| "warn".into());
+    if !enabled() {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_new(&log_filter)
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_writer(std::io::stderr)
+            .init();
+        return Tracing(None);
+    }
+    match shoal_telemetry::init(shoal_telemetry::TelemetryConfig {
+        service: format!("shoal-bench-{process}"),
+        default_actor: process.into(),
+        log_filter,
+        log_format: shoal_telemetry::LogFormat::Text,
+        otlp_endpoint: None,
+    }) {
+        Ok(telemetry) => Tracing(Some(telemetry)),
+        Err(e) => {
+            eprintln!("{SWITCH}=on but tracing could not start: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Names the cluster the spans go to, once its nats-server is up.
+pub fn export_to(url: &str) {
+    if enabled() {
+        shoal_telemetry::jetstream::export_to(url);
+    }
+}

@@ -1,0 +1,164 @@
+//! What the agent's tests share: a node agent on real containers for a cluster on a
+//! throwaway nats-server, the busybox image in its registry, and waiting on pods.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus_schemas::kinds::Pod;
+use shoal_agent::{AgentConfig, Backend};
+use shoal_api::local::LocalCluster;
+use shoal_bus::shutdown::{self, Trigger};
+use shoal_bus::ApiClient;
+use shoal_node::net::NetworkConfig;
+use shoal_node::runtime::RuntimeConfig;
+use shoal_node::LinuxRuntime;
+
+pub struct Node {
+    pub name: String,
+    pub trigger: Option<Trigger>,
+    pub task: Option<tokio::task::JoinHandle<()>>,
+    pub state: PathBuf,
+    pub bridge: String,
+    pub cidr: String,
+    /// Lets pods mount host paths (tests that read what containers wrote after they died).
+    pub allow_host_path: bool,
+}
+
+fn shim() -> PathBuf {
+    // Test binaries live in target/<profile>/deps; the shim is built beside target/<profile>.
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().join("shoal-shim")
+}
+
+fn unique() -> u32 {
+    rand::random::<u32>() % 200 + 20
+}
+
+impl Node {
+    pub fn new(dir: &std::path::Path) -> Node {
+        let n = unique();
+        Node {
+            name: format!("node-{n}"),
+            trigger: None,
+            task: None,
+            state: dir.join("node"),
+            bridge: format!("sha{n}"),
+            cidr: format!("10.{}.{n}.0/24", 100 + rand::random::<u8>() % 100),
+            allow_host_path: false,
+        }
+    }
+
+    pub fn runtime_config(&self) -> RuntimeConfig {
+        let mut rc = RuntimeConfig::new(
+            self.state.clone(),
+            NetworkConfig::new(&self.bridge, self.cidr.parse().unwrap()),
+        );
+        rc.shim_path = Some(shim());
+        // Tests run side by side: each node's orphan sweep must see only its own cgroups.
+        rc.cgroup_parent = format!("shoal-test-{}", self.name);
+        rc.allow_host_path = self.allow_host_path;
+        rc
+    }
+
+    pub fn start(&mut self, cluster: &LocalCluster) {
+        let rc = self.runtime_config();
+        let backend = Backend::Linux(Arc::new(LinuxRuntime::new(rc).expect("runtime")));
+        let mut config = AgentConfig::new(self.name.clone(), self.cidr.clone());
+        config.backoff_base = Duration::from_millis(500);
+        config.sync_period = Duration::from_millis(200);
+        config.heartbeat_interval = Duration::from_millis(500);
+        // These nodes' network is this machine's own namespace: keep the service proxy from
+        // loading its nftables table there (tests/hostnet.rs and the multi-node tests cover it).
+        config.proxy.enabled = false;
+        let (trigger, stop) = shutdown::channel();
+        let nats = cluster.nats.clone();
+        self.task = Some(tokio::spawn(async move {
+            shoal_agent::run(config, backend, nats, stop.wait())
+                .await
+                .expect("agent runs");
+        }));
+        self.trigger = Some(trigger);
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(t) = self.trigger.take() {
+            t.fire();
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Removes every sandbox this node's runtime holds (test cleanup).
+    pub fn sweep(&self) {
+        if let Ok(rt) = LinuxRuntime::new(self.runtime_config()) {
+            use shoal_node::Runtime;
+            let _ = rt.cleanup_orphans(&Default::default());
+        }
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .status();
+    }
+}
+
+impl Drop for Node {
+    // A failing test must not leave sandboxes, veths or cgroups behind for the next one.
+    fn drop(&mut self) {
+        if let Some(t) = self.trigger.take() {
+            t.fire();
+        }
+        self.sweep();
+    }
+}
+
+pub async fn push_busybox(cluster: &LocalCluster) {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    shoal_node::testimage::build_busybox_layout(&layout, "shoal/busybox", "1.35").unwrap();
+    let scratch = shoal_node::image::ImageStore::open(dir.path().join("store")).unwrap();
+    let registry =
+        shoal_agent::registry::Registry::open(&async_nats::jetstream::new(cluster.nats.clone()))
+            .await
+            .unwrap();
+    registry
+        .import_path(&scratch, &layout, |_, _| {})
+        .await
+        .unwrap();
+}
+
+pub fn pod(node: &str, name: &str, spec: serde_json::Value) -> Pod {
+    let mut value = serde_json::json!({"metadata": {"name": name}, "spec": spec});
+    value["spec"]["nodeName"] = serde_json::Value::String(node.into());
+    serde_json::from_value(value).unwrap()
+}
+
+pub async fn wait_pod(api: &ApiClient, name: &str, what: &str, ok: impl Fn(&Pod) -> bool) -> Pod {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Ok(p) = api.get::<Pod>("default", name).await {
+            if ok(&p) {
+                return p;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for {name} to be {what}; status: {:#?}",
+                    p.status
+                );
+            }
+        } else if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for {name} to be {what}: pod missing");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn container<'a>(p: &'a Pod, name: &str) -> &'a bus_schemas::kinds::pod::ContainerStatus {
+    p.status
+        .container_statuses
+        .iter()
+        .find(|c| c.name == name)
+        .expect("container status")
+}

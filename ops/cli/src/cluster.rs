@@ -1,0 +1,167 @@
+//! Several machines: the nats-server `shoal up` starts as one server of a NATS cluster, and
+//! the cluster's health as `shoal version` prints it.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use shoal_bus::cluster::config::check_server_name;
+use shoal_bus::cluster::{ClusterConfig, ClusterHealth};
+use shoal_bus::natsd::{Natsd, NatsdConfig};
+
+use crate::cli::UpArgs;
+
+/// Where a clustered server serves monitoring (`/jsz` names the JetStream meta leader).
+pub const MONITOR_PORT: u16 = 8222;
+
+/// How long the first server of a new cluster waits for a quorum of its peers to start.
+const QUORUM_WITHIN: Duration = Duration::from_secs(300);
+
+/// The configuration of the nats-server `shoal up` starts: single, or one of a cluster when
+/// `--routes` names peers.
+pub fn server_config(args: &UpArgs, data_dir: &Path) -> Result<NatsdConfig> {
+    let mut config = NatsdConfig::new(args.port, data_dir.join("nats"));
+    config.host = args.nats_host.clone();
+    check_server_name(&args.server_name)?;
+    config.server_name = args.server_name.clone();
+    if let Some(routes) = &args.routes {
+        config.cluster = Some(ClusterConfig::parse(&args.cluster_listen, routes)?);
+        config.monitor_port = Some(MONITOR_PORT);
+    }
+    Ok(config)
+}
+
+/// Starts the server; a clustered one answers only once a quorum of its peers runs, which on
+/// several machines started by hand may take a while: say what it waits for.
+pub async fn start_server(config: NatsdConfig) -> Result<Natsd> {
+    if config.cluster.is_none() {
+        return Natsd::start(config).await.context("starting nats-server");
+    }
+    let routes = config
+        .cluster
+        .as_ref()
+        .map(|c| c.routes.join(", "))
+        .unwrap_or_default();
+    let server = Natsd::launch(config).context("starting nats-server")?;
+    let start = Instant::now();
+    let mut told = false;
+    loop {
+        match server.ready().await {
+            Ok(()) => return Ok(server),
+            Err(e) if start.elapsed() >= QUORUM_WITHIN => {
+                return Err(e).context(format!(
+                    "no JetStream quorum with the peers {routes}: start `shoal up` on them (same --replicas, their own --server-name)"
+                ))
+            }
+            Err(_) if !told => {
+                eprintln!("waiting for a quorum of the NATS cluster (peers {routes}) …");
+                told = true;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// The replica count of the cluster's state when this command creates it.
+pub fn state_replicas(args: &UpArgs) -> usize {
+    if let Some(n) = args.replicas {
+        return n as usize;
+    }
+    match (&args.join, &args.routes) {
+        (None, Some(routes)) => {
+            let servers = 1 + shoal_bus::server_urls(routes).len();
+            servers.min(3)
+        }
+        _ => 1,
+    }
+}
+
+/// Prints the NATS cluster's health: servers, the JetStream meta leader (from the connected
+/// server's monitoring endpoint, when it serves one) and each stream's replicas.
+pub async fn print_health(nats: &async_nats::Client, url: &str) {
+    let health = ClusterHealth::read(nats).await;
+    if health.peers.is_empty() {
+        println!("NATS cluster: single server");
+    } else {
+        println!(
+            "NATS cluster: {} servers ({} and {})",
+            health.peers.len() + 1,
+            health.connected,
+            health.peers.join(", ")
+        );
+        let leader = match meta_leader(url).await {
+            Ok(Some(leader)) => leader,
+            Ok(None) => "none (no quorum)".to_string(),
+            Err(e) => format!("unknown ({e})"),
+        };
+        println!("JetStream meta leader: {leader}");
+    }
+    for stream in &health.streams {
+        if stream.error.is_some() && stream.stream != shoal_bus::cluster::health::shoal_streams()[0]
+        {
+            // Optional streams (no image imported yet) are not news.
+            continue;
+        }
+        let mark = if stream.fully_replicated() {
+            "ok"
+        } else {
+            "DEGRADED"
+        };
+        println!("  {:<18} {mark:<8} {}", stream.stream, stream.summary());
+    }
+}
+
+/// One line under `shoal get nodes` on a NATS cluster: the servers and whether the state
+/// stream is fully replicated, so a lost server shows next to the lost nodes.
+pub async fn print_footer(nats: &async_nats::Client) {
+    let servers = nats.server_info().connect_urls.len() + 1;
+    if servers == 1 {
+        return;
+    }
+    let js = async_nats::jetstream::new(nats.clone());
+    let state =
+        shoal_bus::cluster::health::stream_health(&js, bus_schemas::subjects::OBJECTS_STREAM).await;
+    println!(
+        "\nNATS cluster: {servers} servers; {}: {}",
+        state.stream,
+        state.summary()
+    );
+}
+
+/// The JetStream meta leader as the monitoring endpoint of the server at `url` reports it.
+async fn meta_leader(url: &str) -> Result<Option<String>> {
+    let first = shoal_bus::server_urls(url)
+        .first()
+        .copied()
+        .unwrap_or("nats://127.0.0.1:4222");
+    let host = first
+        .trim_start_matches("nats://")
+        .rsplit_once(':')
+        .map(|(h, _)| h)
+        .unwrap_or("127.0.0.1");
+    let jsz = fetch_monitor(&format!("{host}:{MONITOR_PORT}"), "/jsz").await?;
+    Ok(jsz
+        .pointer("/meta_cluster/leader")
+        .and_then(|l| l.as_str())
+        .filter(|l| !l.is_empty())
+        .map(String::from))
+}
+
+/// GETs a JSON page of a nats-server's monitoring endpoint.
+pub async fn fetch_monitor(hostport: &str, path: &str) -> Result<serde_json::Value> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::net::TcpStream::connect(hostport),
+    )
+    .await
+    .context("monitoring endpoint: timed out")??;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n").as_bytes())
+        .await?;
+    let mut body = Vec::new();
+    tokio::time::timeout(Duration::from_secs(3), stream.read_to_end(&mut body)).await??;
+    let text = String::from_utf8_lossy(&body);
+    let json = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    Ok(serde_json::from_str(json)?)
+}
