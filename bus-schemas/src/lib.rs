@@ -1,7 +1,8 @@
 //! Shoal's public contract: everything that travels on the bus, and nothing that moves it.
 //!
 //! # Layout
-//! - [`meta`]: ObjectMeta, OwnerReference, conditions: the shape every object shares.
+//! - [`meta`]: ObjectMeta, OwnerReference, conditions: the shape every object shares;
+//!   [`fields_v1`]: managed fields as JSON text on the bus, the tree for people.
 //! - [`resource`]: the [`resource::Resource`] trait and [`resource::KindInfo`].
 //! - [`kinds`]: one module per kind (Pod, Node, ReplicaSet, …) with its defaults and validation;
 //!   [`kinds::KINDS`] lists them and [`with_kind!`] dispatches from a kind name to its type.
@@ -24,6 +25,7 @@ pub mod api;
 pub mod autoscaling;
 pub mod codec;
 pub mod dns;
+pub mod fields_v1;
 pub mod kinds;
 pub mod manifest;
 pub mod meta;

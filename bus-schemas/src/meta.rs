@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use crate::fields_v1::FieldsV1;
+
 /// A point in time as RFC 3339 text on every encoding, so JSON, YAML and msgpack readers agree.
 pub type Time = DateTime<Utc>;
 
@@ -61,14 +63,13 @@ pub struct ManagedFieldsEntry {
     /// Always `FieldsV1`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub fields_type: String,
-    /// The owned fields as a FieldsV1 tree: `f:<field>` for a field, `k:<json>` for an item of
-    /// a list keyed by merge key, `v:<json>` for an item of a set, `.` for the node itself.
+    /// The owned fields (FieldsV1): JSON text on the bus, the tree for people.
     #[serde(
         default,
         rename = "fieldsV1",
-        skip_serializing_if = "serde_json::Value::is_null"
+        skip_serializing_if = "FieldsV1::is_empty"
     )]
-    pub fields_v1: serde_json::Value,
+    pub fields_v1: FieldsV1,
 }
 
 impl ManagedFieldsEntry {

@@ -13,6 +13,7 @@
 //! An update or patch by manager U ([`record_update`]) takes the fields it changed: U gains
 //! them, every other manager loses them, and fields that are gone leave every set.
 
+use bus_schemas::meta::FieldsV1;
 use bus_schemas::{ManagedFieldsEntry, Time};
 use serde_json::{Map, Value};
 
@@ -71,7 +72,7 @@ fn is_apply_by(entry: &ManagedFieldsEntry, manager: &str) -> bool {
 }
 
 fn fields(entry: &ManagedFieldsEntry) -> FieldSet {
-    FieldSet::from_fields_v1(&entry.fields_v1)
+    FieldSet::from_fields_v1(&entry.fields_v1.to_value())
 }
 
 /// Step 1: `applied` (the manifest as an object) merged into `live` (the whole stored
@@ -158,7 +159,7 @@ pub fn settle_apply(
         }
         let mut entry = entry.clone();
         if kept != owned {
-            entry.fields_v1 = kept.to_fields_v1();
+            entry.fields_v1 = FieldsV1::from_value(&kept.to_fields_v1());
         }
         next.push(entry);
     }
@@ -199,7 +200,7 @@ fn entry_for(
         api_version: api_version.to_string(),
         time: Some(now),
         fields_type: "FieldsV1".into(),
-        fields_v1: owned.to_fields_v1(),
+        fields_v1: FieldsV1::from_value(&owned.to_fields_v1()),
     }
 }
 
@@ -237,7 +238,7 @@ pub fn record_update(
         }
         let mut entry = entry.clone();
         if kept != owned {
-            entry.fields_v1 = kept.to_fields_v1();
+            entry.fields_v1 = FieldsV1::from_value(&kept.to_fields_v1());
         }
         out.push(entry);
     }
