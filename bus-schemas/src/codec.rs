@@ -9,8 +9,10 @@ use serde::Serialize;
 
 use crate::status::Cause;
 
-/// The largest object the API accepts, encoded.
-pub const MAX_OBJECT_BYTES: usize = 1024 * 1024;
+/// The largest object the API accepts, encoded: 1.5 MiB, etcd's request limit, so that a
+/// ConfigMap or Secret holding Kubernetes' full 1 MiB of data still fits with its metadata
+/// and its own validation can name the field that is too long.
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {

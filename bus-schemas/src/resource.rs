@@ -71,7 +71,17 @@ pub trait Resource:
     /// A field's value as text for field selectors (`metadata.name`, `spec.nodeName`,
     /// `status.phase`); None for fields the kind does not support selecting on.
     fn field_value(&self, field: &str) -> Option<String>;
+
+    /// Whether the kind has values the API keeps encrypted at rest ([`Self::sealed_values_mut`]).
+    const SEALED: bool = false;
+    /// The values the API encrypts before they reach the state log (Secret's `data`).
+    fn sealed_values_mut(&mut self) -> Option<&mut SealedValues> {
+        None
+    }
 }
+
+/// Values kept encrypted at rest, by key.
+pub type SealedValues = std::collections::BTreeMap<String, crate::kinds::byte_string::ByteString>;
 
 /// Implements [`Resource`] for a kind with `spec` and `status` fields. The kind defines the
 /// inherent methods `validate_fields`, `validate_update_fields`, `default_fields` and

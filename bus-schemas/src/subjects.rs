@@ -241,17 +241,21 @@ pub enum NodeReport {
     NodeStatus,
     /// Empty: renews the node's Lease.
     Heartbeat,
-    /// An Event about a pod bound to the node (a lifecycle hook failed).
+    /// An Event about a pod bound to the node (a lifecycle hook failed, a ConfigMap or Secret
+    /// is missing, an env key was skipped).
     PodEvent,
+    /// An ObjectRef: a Secret a pod bound to this node uses, answered decrypted.
+    Secret,
 }
 
 impl NodeReport {
-    pub const ALL: [NodeReport; 5] = [
+    pub const ALL: [NodeReport; 6] = [
         NodeReport::PodStatus,
         NodeReport::PodDelete,
         NodeReport::NodeStatus,
         NodeReport::Heartbeat,
         NodeReport::PodEvent,
+        NodeReport::Secret,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -261,6 +265,7 @@ impl NodeReport {
             NodeReport::NodeStatus => "node-status",
             NodeReport::Heartbeat => "heartbeat",
             NodeReport::PodEvent => "pod-event",
+            NodeReport::Secret => "secret",
         }
     }
 
@@ -278,7 +283,7 @@ pub enum NodeSubjectError {
     Malformed(String),
     #[error(transparent)]
     Token(#[from] TokenError),
-    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status, heartbeat or pod-event")]
+    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status, heartbeat, pod-event or secret")]
     UnknownReport(String),
 }
 

@@ -32,6 +32,9 @@ pub enum MountSource {
     EmptyDir(String),
     /// A host path; refused unless `RuntimeConfig::allow_host_path`.
     HostPath(PathBuf),
+    /// `path` inside the pod volume `volume` (a mount's `subPath`), resolved when the
+    /// container starts and refused if it leads out of the volume.
+    VolumeSubPath { volume: String, path: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,6 +21,10 @@
 //!   through the verbs).
 //! - [`state`]: the bottom: [`ApiServer`]'s store and caches, the lookups every verb uses, and
 //!   the primitives that write the log.
+//! - [`node_events`]: events node agents report about their own pods.
+//! - [`secrets`]: Secret values encrypted at rest (the key ring, sealing on every write and
+//!   opening on every read) and the node request that hands a Secret only to a node whose
+//!   pods use it.
 //! - [`field_manager`]: pure: managed-field sets, merge keys of the core kinds' lists, the
 //!   apply merge, conflicts.
 //! - [`telemetry`]: the request span (continuing the sender's trace), request metrics, and
@@ -52,6 +56,7 @@ pub mod read;
 pub mod reply;
 pub mod request;
 pub mod scale;
+pub mod secrets;
 pub mod server;
 pub mod service_ips;
 pub mod state;
@@ -75,12 +80,17 @@ pub enum ApiRunError {
     Store(#[from] StoreError),
     #[error("subscribing to {subject}: {detail}")]
     Subscribe { subject: String, detail: String },
+    #[error(transparent)]
+    SecretKeys(#[from] secrets::KeyRingError),
 }
 
 #[derive(Clone, Default)]
 pub struct ApiConfig {
     /// Shares another process's informers (the one-machine cluster hosts every actor).
     pub informers: Option<InformerFactory>,
+    /// The Secret encryption keys (`NAME:BASE64` lines, the first encrypts; created with one
+    /// key if missing). None: Secrets are refused rather than stored in clear.
+    pub secret_key_file: Option<std::path::PathBuf>,
 }
 
 /// Serves API requests until `shutdown` resolves. Must run inside an actix system.
@@ -112,7 +122,16 @@ pub async fn run_with_ready(
     informers.get::<kinds::Node>();
     informers.get::<kinds::Lease>();
     let max_payload = nats.server_info().max_payload;
-    let server = Arc::new(ApiServer::new(store, informers, max_payload));
+    let mut server = ApiServer::new(store, informers, max_payload);
+    if let Some(path) = &config.secret_key_file {
+        let keys = secrets::KeyRing::load_or_create(path)?;
+        tracing::info!(primary = keys.primary(), "Secrets are encrypted at rest");
+        server = server.with_secret_keys(Arc::new(keys));
+    }
+    let server = Arc::new(server);
+    // After a key rotation, Secrets sealed with an older key are re-sealed with the new one.
+    let resealing = server.clone();
+    actix::spawn(async move { resealing.reseal_secrets().await });
     let mut subscriptions = Vec::new();
     for subject in [subjects::API_ALL, subjects::NODE_ALL] {
         let sub = nats

@@ -11,6 +11,8 @@ use shoal_bus::{ApiClient, InformerFactory, Store};
 
 pub struct LocalCluster {
     pub natsd: Natsd,
+    /// The API replicas' Secret encryption keys.
+    pub secret_key_file: PathBuf,
     pub nats: async_nats::Client,
     pub store: Store,
     pub informers: InformerFactory,
@@ -50,6 +52,7 @@ impl LocalCluster {
         let store = Store::open(nats.clone()).await?;
         let informers = InformerFactory::new(store.clone());
         let mut cluster = LocalCluster {
+            secret_key_file: dir.join("secrets.key"),
             natsd,
             nats,
             store,
@@ -69,8 +72,12 @@ impl LocalCluster {
             .map_err(|e| LocalClusterError::Connect(e.to_string()))?;
         let (trigger, shutdown) = shutdown::channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let secret_key_file = self.secret_key_file.clone();
         actix::spawn(async move {
-            let config = crate::ApiConfig::default();
+            let config = crate::ApiConfig {
+                secret_key_file: Some(secret_key_file),
+                ..Default::default()
+            };
             let result = crate::run_with_ready(config, nats, shutdown.wait(), ready_tx).await;
             if let Err(e) = result {
                 tracing::error!(error = %e, "API replica failed");

@@ -1,14 +1,19 @@
 //! `pod-event` node reports: a node agent records an Event about a pod bound to it (a
-//! lifecycle hook that failed). Through the node's own subject rather than the Event verbs,
-//! so a node credential can speak only about its own pods: the API checks that the pod is
-//! bound to the reporting node before writing anything.
+//! lifecycle hook that failed, a missing ConfigMap or Secret, a skipped env key). Through the
+//! node's own subject rather than the Event verbs, so a node credential can speak only about
+//! its own pods: the API checks that the pod is bound to the reporting node before writing
+//! anything.
 
 use bus_schemas::kinds::{Event, Pod};
-use bus_schemas::{Reason, Status};
+use bus_schemas::{subjects, Reason, Status};
+use shoal_bus::informer::INDEX_NODE;
 
 use crate::reply::Reply;
 use crate::request::Request;
 use crate::state::{decode_object, ApiServer};
+
+/// How long the pod cache may take to show a pod the node already sees.
+const CACHE_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Concurrent reports of the same event each bump its count; this many lost races in a row
 /// give up (the event is a record, not state anything acts on).
@@ -75,5 +80,29 @@ impl ApiServer {
             Reason::Conflict,
             format!("event {ns}/{event_name}: too many concurrent writers"),
         ))
+    }
+
+    /// Whether a pod bound to `node` satisfies `test`, by the pod cache brought up to the log
+    /// when it does not show one yet (the node may have seen the pod first). Node-scoped
+    /// reads (a Secret) are answered only when this holds.
+    pub(crate) async fn node_has_pod(
+        &self,
+        node: &str,
+        test: impl Fn(&Pod) -> bool,
+    ) -> Result<bool, Status> {
+        let pods = self.informers.get::<Pod>();
+        let found = |pods: &shoal_bus::Informer<Pod>| {
+            pods.by_index(INDEX_NODE, node).iter().any(|pod| test(pod))
+        };
+        if found(&pods) {
+            return Ok(true);
+        }
+        let newest = self
+            .store
+            .last_revision_of(&subjects::objects_of("pod", None))
+            .await
+            .map_err(|e| Status::new(Reason::ServiceUnavailable, e.to_string()))?;
+        let _ = tokio::time::timeout(CACHE_CATCH_UP, pods.wait_for_revision(newest)).await;
+        Ok(found(&pods))
     }
 }

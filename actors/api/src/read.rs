@@ -73,7 +73,11 @@ impl ApiServer {
         } else {
             None
         };
-        let mut items = informer.list(namespace.as_deref(), &labels);
+        let mut items = informer
+            .list(namespace.as_deref(), &labels)
+            .into_iter()
+            .map(|obj| self.opened(obj))
+            .collect::<Result<Vec<_>, Status>>()?;
         if !fields.is_everything() {
             items.retain(|obj| fields.matches(&|f| obj.field_value(f)));
         }

@@ -93,6 +93,7 @@ impl ApiServer {
             NodeReport::NodeStatus => self.node_status(req, &node).await,
             NodeReport::Heartbeat => self.heartbeat(req, &node).await,
             NodeReport::PodEvent => self.pod_event(req, &node).await,
+            NodeReport::Secret => self.secret_for_node(req, &node).await,
         }
     }
 

@@ -13,6 +13,7 @@ use shoal_bus::store::{EventType, RawEvent, StoreError, WriteMeta};
 use shoal_bus::{InformerFactory, Store};
 
 use crate::request::Request;
+use crate::secrets::{seal, KeyRing};
 use crate::telemetry;
 use tracing::Instrument;
 
@@ -23,6 +24,8 @@ pub struct ApiServer {
     pub(crate) store: Store,
     pub(crate) informers: InformerFactory,
     pub(crate) max_payload: usize,
+    /// Encrypts Secret values on their way to the log; None refuses Secrets.
+    pub(crate) secret_keys: Option<Arc<KeyRing>>,
 }
 
 #[tracing::instrument(name = "api.decode", level = "info", skip_all, fields(kind = K::INFO.kind, bytes = payload.len()))]
@@ -60,7 +63,8 @@ fn too_large(len: usize) -> Status {
     )
 }
 
-pub(crate) fn decode_stored<K: Resource>(raw: &RawEvent) -> Result<K, Status> {
+/// Decodes a stored version as it was written: sealed values stay sealed.
+pub(crate) fn decode_sealed<K: Resource>(raw: &RawEvent) -> Result<K, Status> {
     let mut obj: K = codec::from_msgpack(&raw.payload).map_err(|e| {
         Status::internal(format!(
             "stored {} at revision {} is undecodable: {e}",
@@ -119,7 +123,31 @@ impl ApiServer {
             store,
             informers,
             max_payload,
+            secret_keys: None,
         }
+    }
+
+    /// Encrypts Secret values with `keys` (without, Secrets are refused).
+    pub fn with_secret_keys(mut self, keys: Arc<KeyRing>) -> Self {
+        self.secret_keys = Some(keys);
+        self
+    }
+
+    /// Decodes a stored version with its sealed values opened: what every verb works on.
+    pub(crate) fn decode_stored<K: Resource>(&self, raw: &RawEvent) -> Result<K, Status> {
+        let mut obj = decode_sealed::<K>(raw)?;
+        seal::open(self.secret_keys.as_deref(), &mut obj)?;
+        Ok(obj)
+    }
+
+    /// An object from a cache (whose sealed values are sealed) as the verbs see it.
+    pub(crate) fn opened<K: Resource>(&self, obj: Arc<K>) -> Result<Arc<K>, Status> {
+        if !K::SEALED {
+            return Ok(obj);
+        }
+        let mut obj = K::clone(&obj);
+        seal::open(self.secret_keys.as_deref(), &mut obj)?;
+        Ok(Arc::new(obj))
     }
 
     /// The version this very request stored, if the log still keeps it: the answer to a
@@ -146,7 +174,7 @@ impl ApiServer {
                 .rev()
                 .find(|raw| raw.request_id.as_deref() == Some(id))?
         };
-        decode_stored::<K>(&mine).ok()
+        self.decode_stored::<K>(&mine).ok()
     }
 
     /// Current live version of an object, with its revision; None if absent or deleted.
@@ -163,7 +191,7 @@ impl ApiServer {
             .map_err(|e| store_error(K::INFO.kind, namespace, name, e))?;
         match raw {
             Some(raw) if !raw.is_tombstone() => {
-                let obj = decode_stored::<K>(&raw)?;
+                let obj = self.decode_stored::<K>(&raw)?;
                 Ok(Some((obj, raw.revision)))
             }
             _ => Ok(None),
@@ -171,8 +199,11 @@ impl ApiServer {
     }
 
     /// The object as this process's cache holds it, if a synced cache of its kind runs here.
+    /// A cached object whose sealed values do not open counts as not cached: the log read
+    /// that follows reports why.
     fn cached<K: Resource>(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        self.informers.existing::<K>()?.get(namespace, name)
+        let obj = self.informers.existing::<K>()?.get(namespace, name)?;
+        self.opened(obj).ok()
     }
 
     /// An object for a policy check (does the namespace exist, what is this class's value):
@@ -229,7 +260,15 @@ impl ApiServer {
     ) -> Result<K, StoreError> {
         obj.meta_mut().resource_version.clear();
         obj.set_type_meta();
-        let bytes = codec::to_msgpack(&obj).map_err(|e| StoreError::TooLarge(e.to_string()))?;
+        let bytes = if K::SEALED {
+            let mut sealed = obj.clone();
+            seal::seal(self.secret_keys.as_deref(), &mut sealed)
+                .map_err(|status| StoreError::Unavailable(status.message))?;
+            codec::to_msgpack(&sealed)
+        } else {
+            codec::to_msgpack(&obj)
+        };
+        let bytes = bytes.map_err(|e| StoreError::TooLarge(e.to_string()))?;
         if bytes.len() > MAX_OBJECT_BYTES {
             return Err(StoreError::TooLarge(format!(
                 "object is {} bytes encoded; the limit is {MAX_OBJECT_BYTES} bytes",
@@ -255,7 +294,7 @@ impl ApiServer {
         if written.duplicate {
             // A retry of a request already stored: answer with what the first attempt wrote.
             if let Some(raw) = self.store.get_at(written.revision).await? {
-                if let Ok(stored) = decode_stored::<K>(&raw) {
+                if let Ok(stored) = self.decode_stored::<K>(&raw) {
                     return Ok(stored);
                 }
             }

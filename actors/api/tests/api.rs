@@ -249,9 +249,9 @@ async fn bad_input_gets_status_errors_and_the_actor_keeps_serving() {
     let mut huge = pod("huge", &[]);
     huge.metadata
         .annotations
-        .insert("blob".into(), "x".repeat(1024 * 1024 + 10));
+        .insert("blob".into(), "x".repeat(codec::MAX_OBJECT_BYTES + 10));
     let (code, _) = raw(&api, "pod", Verb::Create, codec::to_msgpack(&huge).unwrap()).await;
-    assert_eq!(code, 413, "objects over 1 MiB are refused");
+    assert_eq!(code, 413, "objects over 1.5 MiB are refused");
 
     let (code, _) = raw(&api, "pod", Verb::Get, vec![0x90]).await;
     assert!(code >= 400);

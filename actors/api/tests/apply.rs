@@ -338,6 +338,10 @@ fn fixture_of<K: Resource>() -> K {
         "HorizontalPodAutoscaler" => serde_json::to_value(fixtures::hpa()),
         "Lease" => serde_json::to_value(fixtures::lease()),
         "PriorityClass" => serde_json::to_value(fixtures::priorityclass()),
+        "ConfigMap" => Ok(serde_json::json!({"metadata": {"name": "app-config"},
+            "data": {"greeting": "hello"}, "binaryData": {"logo": "iVBORw0K"}})),
+        "Secret" => Ok(serde_json::json!({"metadata": {"name": "db"},
+            "type": "Opaque", "data": {"password": "aHVudGVyMg=="}})),
         // The fixture's own name may be one every cluster is born with.
         "Namespace" => serde_json::to_value({
             let mut ns = fixtures::namespace();

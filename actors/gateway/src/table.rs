@@ -155,6 +155,13 @@ fn columns(kind: &str) -> Vec<Column> {
             age,
             col("Preemption-Policy", "string", 1),
         ],
+        "ConfigMap" => vec![name, col("Data", "integer", 0), age],
+        "Secret" => vec![
+            name,
+            col("Type", "string", 0),
+            col("Data", "integer", 0),
+            age,
+        ],
         _ => vec![name, age],
     }
 }
@@ -165,6 +172,13 @@ fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
 
 fn n(v: &Value, pointer: &str) -> i64 {
     v.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// How many keys the map at `pointer` holds (kubectl's DATA column).
+fn entries(v: &Value, pointer: &str) -> usize {
+    v.pointer(pointer)
+        .and_then(Value::as_object)
+        .map_or(0, |m| m.len())
 }
 
 fn or_none(text: &str) -> Value {
@@ -691,6 +705,12 @@ fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             age,
             or_none(s(o, "/preemptionPolicy")),
         ],
+        "ConfigMap" => vec![
+            name,
+            json!(entries(o, "/data") + entries(o, "/binaryData")),
+            age,
+        ],
+        "Secret" => vec![name, json!(s(o, "/type")), json!(entries(o, "/data")), age],
         _ => vec![name, age],
     }
 }

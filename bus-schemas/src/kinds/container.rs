@@ -8,6 +8,9 @@ use super::common::{
     check_unique, env_var_name, forbidden, iana_svc_name, invalid_value, is_false, is_zero_i32,
     not_found, not_supported, validate_port_number,
 };
+use super::config_sources::{
+    ConfigMapKeySelector, EnvFromSource, ResourceFieldSelector, SecretKeySelector,
+};
 use super::lifecycle::Lifecycle;
 use super::probe::{Probe, ProbeKind};
 use crate::quantity::Quantity;
@@ -43,6 +46,9 @@ pub struct Container {
     /// ones as `$(NAME)`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    /// Whole ConfigMaps or Secrets as environment variables, each key a variable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromSource>,
     /// CPU and memory the container requests (for scheduling) and may not exceed (limits).
     #[serde(default, skip_serializing_if = "ResourceRequirements::is_empty")]
     pub resources: ResourceRequirements,
@@ -111,13 +117,19 @@ pub struct EnvVar {
     pub value_from: Option<EnvVarSource>,
 }
 
-/// Only the downward API's fieldRef: Shoal has no ConfigMaps or Secrets to reference yet.
+/// Exactly one source: the pod's own fields or resources, or a ConfigMap or Secret key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EnvVarSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field_ref: Option<ObjectFieldSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_field_ref: Option<ResourceFieldSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<ConfigMapKeySelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<SecretKeySelector>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -378,16 +390,10 @@ impl Container {
                     "may not be specified when `value` is not empty",
                 ));
             }
-            match &from.field_ref {
-                None => causes.push(invalid_value(
-                    &from_at,
-                    "",
-                    "must specify one of: `fieldRef`",
-                )),
-                Some(field) => {
-                    causes.extend(validate_field_ref(field, &format!("{from_at}.fieldRef")))
-                }
-            }
+            causes.extend(validate_env_source(from, &from_at));
+        }
+        for (i, from) in self.env_from.iter().enumerate() {
+            causes.extend(from.validate(&format!("{path}.envFrom[{i}]")));
         }
         causes
     }
@@ -448,6 +454,41 @@ impl Container {
         }
         causes
     }
+}
+
+fn validate_env_source(from: &EnvVarSource, path: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let mut set = 0;
+    if let Some(field) = &from.field_ref {
+        set += 1;
+        causes.extend(validate_field_ref(field, &format!("{path}.fieldRef")));
+    }
+    if let Some(resource) = &from.resource_field_ref {
+        set += 1;
+        causes.extend(resource.validate(&format!("{path}.resourceFieldRef"), false));
+    }
+    if let Some(key) = &from.config_map_key_ref {
+        set += 1;
+        causes.extend(key.validate(&format!("{path}.configMapKeyRef")));
+    }
+    if let Some(key) = &from.secret_key_ref {
+        set += 1;
+        causes.extend(key.validate(&format!("{path}.secretKeyRef")));
+    }
+    match set {
+        0 => causes.push(invalid_value(
+            path,
+            "",
+            "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
+        )),
+        1 => {}
+        _ => causes.push(invalid_value(
+            path,
+            "",
+            "may not have more than one field specified at a time",
+        )),
+    }
+    causes
 }
 
 fn validate_field_ref(field: &ObjectFieldSelector, path: &str) -> Vec<Cause> {

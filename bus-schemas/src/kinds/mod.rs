@@ -2,6 +2,7 @@
 //! (`default_fields`) and its validation (`validate_fields`, `validate_update_fields`), and
 //! implements [`crate::Resource`] through `spec_status_resource!` or `body_resource!`.
 
+pub mod config_map;
 pub mod controllerrevision;
 pub mod cronjob;
 pub mod daemonset;
@@ -16,12 +17,15 @@ pub mod node;
 pub mod pod;
 pub mod priorityclass;
 pub mod replicaset;
+pub mod secret;
 pub mod service;
 pub mod statefulset;
 
 // Types shared by several kinds.
 pub mod affinity;
+pub mod byte_string;
 pub mod common;
+pub mod config_sources;
 pub mod container;
 pub mod intstr;
 pub mod lifecycle;
@@ -29,6 +33,7 @@ pub mod pod_spec;
 pub mod probe;
 pub mod template;
 
+pub use config_map::ConfigMap;
 pub use controllerrevision::ControllerRevision;
 pub use cronjob::CronJob;
 pub use daemonset::DaemonSet;
@@ -43,6 +48,7 @@ pub use node::Node;
 pub use pod::Pod;
 pub use priorityclass::PriorityClass;
 pub use replicaset::ReplicaSet;
+pub use secret::Secret;
 pub use service::Service;
 pub use statefulset::StatefulSet;
 
@@ -74,6 +80,8 @@ pub const KINDS: &[KindInfo] = &[
     HorizontalPodAutoscaler::INFO,
     Lease::INFO,
     PriorityClass::INFO,
+    ConfigMap::INFO,
+    Secret::INFO,
 ];
 
 /// Finds a kind by any name people use for it: `Pod`, `pod`, `pods`, `po`.
@@ -157,6 +165,14 @@ macro_rules! with_kind {
                 type $K = __k::PriorityClass;
                 $body
             }
+            "ConfigMap" => {
+                type $K = __k::ConfigMap;
+                $body
+            }
+            "Secret" => {
+                type $K = __k::Secret;
+                $body
+            }
             _ => $otherwise,
         }
     }};
@@ -196,6 +212,8 @@ mod tests {
             ("cj", "CronJob"),
             ("sts", "StatefulSet"),
             ("leases", "Lease"),
+            ("cm", "ConfigMap"),
+            ("secrets", "Secret"),
         ] {
             assert_eq!(lookup(name).map(|k| k.kind), Some(kind), "{name}");
         }

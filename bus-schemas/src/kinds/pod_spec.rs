@@ -9,6 +9,9 @@ use super::common::{
     check_unique, forbidden, in_range, invalid_value, is_false, non_negative, not_supported,
     validate_label_map, LocalObjectReference,
 };
+use super::config_sources::{
+    ConfigMapVolumeSource, DownwardApiVolumeSource, ProjectedVolumeSource, SecretVolumeSource,
+};
 use super::container::Container;
 use crate::quantity::Quantity;
 use crate::status::Cause;
@@ -115,6 +118,18 @@ pub struct Volume {
     pub empty_dir: Option<EmptyDirVolumeSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_path: Option<HostPathVolumeSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapVolumeSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<SecretVolumeSource>,
+    #[serde(
+        default,
+        rename = "downwardAPI",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub downward_api: Option<DownwardApiVolumeSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projected: Option<ProjectedVolumeSource>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -203,6 +218,9 @@ impl Volume {
                 HOST_PATH_TYPES,
             ));
         }
+        let (more, config_causes) = self.validate_config_sources(path, sources);
+        sources += more;
+        causes.extend(config_causes);
         if sources == 0 {
             causes.push(super::common::required_msg(
                 path,
@@ -210,6 +228,64 @@ impl Volume {
             ));
         }
         causes
+    }
+}
+
+impl Volume {
+    /// The configuration sources' share of [`Volume::validate`]: how many are set, and
+    /// what is wrong with them.
+    fn validate_config_sources(&self, path: &str, already: usize) -> (usize, Vec<Cause>) {
+        let mut causes = Vec::new();
+        let mut sources = 0;
+        let mut one_more = |field: &str, causes: &mut Vec<Cause>| {
+            sources += 1;
+            let at = format!("{path}.{field}");
+            if already + sources > 1 {
+                causes.push(forbidden(&at, "may not specify more than 1 volume type"));
+            }
+            at
+        };
+        if let Some(cm) = &self.config_map {
+            let at = one_more("configMap", &mut causes);
+            causes.extend(cm.validate(&at));
+        }
+        if let Some(secret) = &self.secret {
+            let at = one_more("secret", &mut causes);
+            causes.extend(secret.validate(&at));
+        }
+        if let Some(downward) = &self.downward_api {
+            let at = one_more("downwardAPI", &mut causes);
+            causes.extend(downward.validate(&at));
+        }
+        if let Some(projected) = &self.projected {
+            let at = one_more("projected", &mut causes);
+            causes.extend(projected.validate(&at));
+        }
+        (sources, causes)
+    }
+
+    /// Whether any source is set (a volume without one is defaulted to an emptyDir).
+    fn has_source(&self) -> bool {
+        self.empty_dir.is_some()
+            || self.host_path.is_some()
+            || self.config_map.is_some()
+            || self.secret.is_some()
+            || self.downward_api.is_some()
+            || self.projected.is_some()
+    }
+
+    /// Kubernetes' file mode default for the configuration volumes.
+    fn default_modes(&mut self) {
+        use super::config_sources::DEFAULT_MODE;
+        let modes = [
+            self.config_map.as_mut().map(|v| &mut v.default_mode),
+            self.secret.as_mut().map(|v| &mut v.default_mode),
+            self.downward_api.as_mut().map(|v| &mut v.default_mode),
+            self.projected.as_mut().map(|v| &mut v.default_mode),
+        ];
+        for mode in modes.into_iter().flatten() {
+            mode.get_or_insert(DEFAULT_MODE);
+        }
     }
 }
 
@@ -259,9 +335,10 @@ impl PodSpec {
         }
         for volume in &mut self.volumes {
             // A volume without a source is scratch space, as Kubernetes' defaulting decides.
-            if volume.empty_dir.is_none() && volume.host_path.is_none() {
+            if !volume.has_source() {
                 volume.empty_dir = Some(EmptyDirVolumeSource::default());
             }
+            volume.default_modes();
         }
     }
 

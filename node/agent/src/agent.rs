@@ -128,6 +128,8 @@ pub struct AgentCtx {
     pub config: AgentConfig,
     /// Where the node's network lives (probes connect from there).
     pub hostnet: HostNet,
+    /// ConfigMaps and Secrets for pods' env and volumes.
+    pub config_sources: crate::config::ConfigSources,
     nats: async_nats::Client,
     runtime: Arc<dyn Runtime>,
     poke: Notify,
@@ -394,21 +396,22 @@ pub async fn run(
     if !hollow {
         prepare_network(&config, &hostnet).await;
     }
+    let facts = if hollow {
+        MachineFacts::hollow()
+    } else {
+        MachineFacts::probe()
+    };
     let ctx = Arc::new(AgentCtx {
         backend,
         nats_client: nats.clone(),
         registry,
         config: config.clone(),
         hostnet: hostnet.clone(),
+        config_sources: crate::config::ConfigSources::new(&informers, &facts),
         nats: nats.clone(),
         runtime,
         poke: Notify::new(),
     });
-    let facts = if hollow {
-        MachineFacts::hollow()
-    } else {
-        MachineFacts::probe()
-    };
 
     register(&ctx, &facts, hollow).await;
     let heartbeat = tokio::spawn(heartbeat_loop(ctx.clone(), facts, hollow));
@@ -659,8 +662,34 @@ async fn manage_pods(ctx: Arc<AgentCtx>, informers: InformerFactory) {
         let uid = pod.metadata.uid.clone();
         route(Some(pod), &uid, &mut adopted, &mut workers);
     }
+    // A changed ConfigMap or Secret wakes the workers of the pods that read it, so their
+    // volumes follow within a pass (level-triggered: a pod waiting for one starts too).
+    let mut config_map_changes = ctx.config_sources.config_maps.subscribe();
+    let mut secret_changes = ctx.config_sources.secrets.subscribe();
+    let wake = |key: Option<&ObjectKey>,
+                secret: bool,
+                workers: &HashMap<String, watch::Sender<Option<Arc<Pod>>>>| {
+        for pod in informer.by_index(INDEX_NODE, &node) {
+            let uses = key.is_none_or(|key| {
+                crate::config::sources::pod_uses(&pod, &key.namespace, &key.name, secret)
+            });
+            if let Some(tx) = workers.get(&pod.metadata.uid).filter(|_| uses) {
+                tx.send_modify(|_| {});
+            }
+        }
+    };
     loop {
         tokio::select! {
+            change = config_map_changes.recv() => match change {
+                Ok(change) => wake(Some(&change.key), false, &workers),
+                Err(RecvError::Lagged(_)) => wake(None, false, &workers),
+                Err(RecvError::Closed) => return,
+            },
+            change = secret_changes.recv() => match change {
+                Ok(change) => wake(Some(&change.key), true, &workers),
+                Err(RecvError::Lagged(_)) => wake(None, true, &workers),
+                Err(RecvError::Closed) => return,
+            },
             change = changes.recv() => match change {
                 Ok(change) => {
                     let uid = change.new.metadata.uid.clone();

@@ -64,6 +64,14 @@ impl Backend {
         }
     }
 
+    /// Where pod volume `name` of `sandbox` lives on this machine; None for hollow nodes.
+    pub fn volume_dir(&self, sandbox: &str, name: &str) -> Option<std::path::PathBuf> {
+        match self {
+            Backend::Linux(rt) => Some(rt.volume_dir(sandbox, name)),
+            Backend::Hollow(_) => None,
+        }
+    }
+
     pub fn logs(&self, sandbox: &SandboxInfo, container: &str) -> Option<LogReader> {
         match self {
             Backend::Linux(rt) => Some(rt.logs_by_name(sandbox, container)),

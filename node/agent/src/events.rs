@@ -1,5 +1,6 @@
-//! Events the node records about its pods (a lifecycle hook failed), sent as the node's
-//! `pod-event` report: the API writes them only for pods bound to this node.
+//! Events the node records about its pods (a lifecycle hook failed, a ConfigMap or Secret is
+//! missing, an env key was skipped), sent as the node's `pod-event` report: the API writes
+//! them only for pods bound to this node.
 
 use bus_schemas::kinds::event::EventSource;
 use bus_schemas::kinds::{Event, ObjectReference, Pod};

@@ -7,6 +7,8 @@
 //! - [`worker`]: one pod's loop: sandbox, images, init containers, app containers, restarts
 //!   with back-off, probes, status reports, graceful termination.
 //! - [`spec`]: Pod → runtime sandbox and container specs.
+//! - [`config`]: ConfigMaps, Secrets and the downward API as env and as volumes that follow
+//!   their sources (Kubernetes' atomic `..data` swap).
 //! - [`status`]: observed state → PodStatus (phase, conditions, container statuses).
 //! - [`probes`]: startup/liveness/readiness state machines and probe execution.
 //! - [`hooks`]: postStart and preStop handlers (exec, httpGet, sleep), and stopping a
@@ -27,6 +29,7 @@
 
 pub mod agent;
 pub mod backend;
+pub mod config;
 pub mod events;
 pub mod hooks;
 pub mod hostnet;

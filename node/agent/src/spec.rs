@@ -75,28 +75,8 @@ fn hostname(pod: &Pod) -> String {
     }
 }
 
-/// Resolves `valueFrom.fieldRef` against the pod, as the downward API does.
-fn field_value(pod: &Pod, path: &str, pod_ip: &str) -> Option<String> {
-    Some(match path {
-        "metadata.name" => pod.metadata.name.clone(),
-        "metadata.namespace" => pod.metadata.namespace.clone(),
-        "metadata.uid" => pod.metadata.uid.clone(),
-        "spec.nodeName" => pod.spec.node_name.clone(),
-        "spec.serviceAccountName" => pod.spec.service_account_name.clone(),
-        "status.podIP" => pod_ip.to_string(),
-        "status.hostIP" => pod.status.host_ip.clone(),
-        p => {
-            let key = p.strip_prefix("metadata.labels['")?.strip_suffix("']")?;
-            pod.metadata.labels.get(key).cloned().unwrap_or_default()
-        }
-    })
-}
-
-pub fn container_spec(
-    pod: &Pod,
-    container: &Container,
-    pod_ip: &str,
-) -> Result<ContainerSpec, ConfigError> {
+/// The runtime's spec of one container, without its environment.
+pub fn container_spec(pod: &Pod, container: &Container) -> Result<ContainerSpec, ConfigError> {
     let mut spec = ContainerSpec::new(
         container.name.clone(),
         crate::registry::normalise(&container.image),
@@ -107,18 +87,8 @@ pub fn container_spec(
     if !container.args.is_empty() {
         spec.args = Some(container.args.clone());
     }
-    for env in &container.env {
-        let value = match env.value_from.as_ref().and_then(|f| f.field_ref.as_ref()) {
-            Some(field) => field_value(pod, &field.field_path, pod_ip).ok_or_else(|| {
-                ConfigError(format!(
-                    "env {}: unsupported fieldRef {:?}",
-                    env.name, field.field_path
-                ))
-            })?,
-            None => env.value.clone(),
-        };
-        spec.env.push((env.name.clone(), value));
-    }
+    // The environment needs ConfigMaps, Secrets and the pod's IP: `config::volumes::prepare`
+    // resolves it and fills `env`.
     if !container.working_dir.is_empty() {
         spec.working_dir = Some(container.working_dir.clone());
     }
@@ -151,7 +121,15 @@ pub fn container_spec(
             .iter()
             .find(|v| v.name == mount.name)
             .ok_or_else(|| ConfigError(format!("volumeMount {:?} names no volume", mount.name)))?;
-        let source = if volume.empty_dir.is_some() {
+        // Configuration volumes are written into the pod volume of their name.
+        let pod_volume =
+            volume.empty_dir.is_some() || crate::config::payload::is_config_volume(volume);
+        let source = if pod_volume && !mount.sub_path.is_empty() {
+            MountSource::VolumeSubPath {
+                volume: volume.name.clone(),
+                path: mount.sub_path.clone(),
+            }
+        } else if pod_volume {
             MountSource::EmptyDir(volume.name.clone())
         } else if let Some(host) = &volume.host_path {
             MountSource::HostPath(host.path.clone().into())
@@ -164,7 +142,8 @@ pub fn container_spec(
         spec.mounts.push(MountSpec {
             source,
             destination: mount.mount_path.clone(),
-            read_only: mount.read_only,
+            // The agent owns what configuration volumes hold, as in Kubernetes.
+            read_only: mount.read_only || crate::config::payload::is_config_volume(volume),
         });
     }
     Ok(spec)

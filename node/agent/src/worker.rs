@@ -89,6 +89,8 @@ pub struct Worker {
     /// All app containers ran (and were ready) once: routine work is not traced past it.
     start_recorded: bool,
     startup_over: bool,
+    /// Why the pod's configuration volumes could not be written on the last pass.
+    config_volumes: Result<(), spec::ConfigError>,
     /// The main containers finished for good and the sidecars were stopped: not restarted.
     sidecars_stopped: bool,
 }
@@ -134,6 +136,7 @@ impl Worker {
             started_any: false,
             start_recorded: false,
             startup_over: false,
+            config_volumes: Ok(()),
             sidecars_stopped: false,
         }
     }
@@ -262,6 +265,8 @@ impl Worker {
             }
         }
         let sandbox = self.sandbox.clone().expect("sandbox just ensured");
+        // Every pass: a changed ConfigMap or Secret reaches running containers this way.
+        self.config_volumes = crate::config::volumes::refresh(&self.ctx, pod, &sandbox).await;
         // Init containers: one at a time, in order, each to successful completion; a sidecar
         // among them opens the way to the next once it has started. Once the app containers
         // began (this agent or a previous one started them), nothing holds them back again.
@@ -586,18 +591,29 @@ impl Worker {
         if let Some(old) = t.id.take() {
             let _ = self.ctx.call(move |rt| rt.remove_container(&old)).await;
         }
+        let container = self.track(i, init).container.clone();
+        let volumes = self.config_volumes.clone();
+        let prepared =
+            crate::config::volumes::prepare(&self.ctx, pod, &container, sandbox, volumes).await;
         let t = self.track(i, init);
-        let container_spec = match spec::container_spec(pod, &t.container, &sandbox.ip.to_string())
-        {
+        let container_spec = match prepared {
             Ok(mut s) => {
                 s.termination_message_path = termination::path(&t.container);
                 s
             }
             Err(e) => {
-                t.observed.state = ObservedState::Waiting {
+                let waiting = ObservedState::Waiting {
                     reason: "CreateContainerConfigError".into(),
-                    message: e.0,
+                    message: e.0.clone(),
                 };
+                // Retried every pass (the source may appear any time); recorded once per
+                // cause, not once a second.
+                let news = t.observed.state != waiting;
+                t.observed.state = waiting;
+                if news {
+                    let message = format!("Error: {}", e.0);
+                    self.ctx.pod_event(pod, "Warning", "Failed", &message).await;
+                }
                 return;
             }
         };

@@ -73,7 +73,7 @@ pub enum Command {
     Scale(ScaleArgs),
     /// Create a HorizontalPodAutoscaler for a Deployment or ReplicaSet.
     Autoscale(AutoscaleArgs),
-    /// Create an object from the command line (`job NAME --from=cronjob/NAME`).
+    /// Create an object from the command line: `configmap`, `secret`, `job --from=cronjob/NAME`.
     Create(crate::create::CreateArgs),
     /// Mark a node unschedulable: new pods are no longer placed on it.
     Cordon(NodeNameArgs),
@@ -229,6 +229,11 @@ pub struct UpArgs {
     /// a standby takes over this long after the leader stopped renewing.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub lease_seconds: u64,
+    /// The Secret encryption key file (`NAME:BASE64` lines; the first encrypts, all
+    /// decrypt), created with one key when missing. Default: DATA_DIR/secrets.key. Every
+    /// API replica of a cluster needs the same file.
+    #[arg(long)]
+    pub secret_key_file: Option<PathBuf>,
 }
 
 /// What `shoal up --actors` can start.

@@ -98,9 +98,13 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
             );
         }
     }
+    let pod = (info.kind == "Pod")
+        .then(|| serde_json::from_value::<Pod>(obj.clone()).ok())
+        .flatten();
     if info.kind == "Pod" {
-        let status = serde_json::from_value::<Pod>(obj.clone())
-            .map_or_else(|_| "<invalid>".to_string(), |pod| table::pod_status(&pod));
+        let status = pod
+            .as_ref()
+            .map_or_else(|| "<invalid>".to_string(), table::pod_status);
         field("Status", status);
         field(
             "Node",
@@ -118,6 +122,9 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
                 s("/status/podIP")
             },
         );
+        if let Some(pod) = &pod {
+            print!("{}", crate::describe_pod::containers(pod));
+        }
     }
     if info.kind == "Service" {
         describe_service(session, &obj, &namespace, &name).await;
@@ -126,6 +133,7 @@ pub async fn run(session: &Session, args: DescribeArgs) -> Result<i32> {
         crate::hpa::describe(&obj);
     }
     match (obj.get("spec"), obj.get("status")) {
+        _ if config_data(info.kind, &obj) => {}
         (None, None) => {
             let mut body = obj.clone();
             if let Some(m) = body.as_object_mut() {
@@ -248,4 +256,57 @@ fn list_or_none(items: &[String]) -> String {
     } else {
         items.join(",")
     }
+}
+
+/// `describe`'s Data section for ConfigMaps (values, as kubectl shows them) and Secrets
+/// (sizes only). Returns false for other kinds.
+fn config_data(kind: &str, obj: &Value) -> bool {
+    match kind {
+        "ConfigMap" => {
+            println!("\nData\n====");
+            for (key, value) in obj
+                .get("data")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                println!("{key}:\n----\n{}\n", value.as_str().unwrap_or(""));
+            }
+            println!("\nBinaryData\n====");
+            for (key, value) in obj
+                .get("binaryData")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                println!("{key}: {} bytes", decoded_len(value));
+            }
+            true
+        }
+        "Secret" => {
+            println!(
+                "\nType:  {}",
+                obj.get("type").and_then(Value::as_str).unwrap_or("")
+            );
+            println!("\nData\n====");
+            for (key, value) in obj
+                .get("data")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                println!("{key}:  {} bytes", decoded_len(value));
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+fn decoded_len(value: &Value) -> usize {
+    use base64::Engine;
+    let text = value.as_str().unwrap_or("");
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_or(0, |bytes| bytes.len())
 }

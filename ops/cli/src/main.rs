@@ -4,6 +4,9 @@
 //! - `cli`: the command line (clap).
 //! - `up`: `shoal up`, the one-machine cluster (nats-server child + every actor).
 //! - `apply`, `get`, `describe`, `delete`, `label`: kubectl-like object commands.
+//! - `describe_pod`: `describe pod`'s container sections (state, last state, termination
+//!   message), as kubectl lays them out.
+//! - `create`: objects from the command line (`configmap`, `secret`, `job --from=cronjob/`).
 //! - `table`: kubectl's table columns, one typed row function per kind (`table::Row`: headers
 //!   with `-o wide` ones marked, and cells), written to be reused by other printers (the
 //!   gateway's Kubernetes Tables, new kinds' rows); `output`: yaml/json/name printers.
@@ -20,6 +23,7 @@ mod cluster;
 mod create;
 mod delete;
 mod describe;
+mod describe_pod;
 mod exec;
 mod get;
 mod hpa;
@@ -127,6 +131,7 @@ fn init_telemetry(
 fn command_span(command: &cli::Command) -> tracing::Span {
     let name = match command {
         cli::Command::Apply(_) => "apply",
+        cli::Command::Create(_) => "create",
         cli::Command::Delete(_) => "delete",
         cli::Command::Scale(_) => "scale",
         cli::Command::Rollout { .. } => "rollout",

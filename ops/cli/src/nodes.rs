@@ -219,7 +219,7 @@ mod tests {
             p.spec.volumes.push(bus_schemas::kinds::pod_spec::Volume {
                 name: "scratch".into(),
                 empty_dir: Some(Default::default()),
-                host_path: None,
+                ..Default::default()
             });
         }
         p.status.phase = phase.into();

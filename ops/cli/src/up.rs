@@ -171,6 +171,11 @@ pub async fn run(args: UpArgs) -> Result<()> {
     if runs(UpActor::Api) {
         let config = shoal_api::ApiConfig {
             informers: Some(informers.clone()),
+            secret_key_file: Some(
+                args.secret_key_file
+                    .clone()
+                    .unwrap_or_else(|| data_dir.join("secrets.key")),
+            ),
         };
         let task = {
             let (nats, shutdown) = (nats.clone(), shutdown.clone());

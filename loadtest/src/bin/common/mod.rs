@@ -206,6 +206,7 @@ pub fn start_control_plane(url: String, workload_actors: bool) -> Result<Control
                     let (tx, rx) = tokio::sync::oneshot::channel();
                     let config = shoal_api::ApiConfig {
                         informers: Some(informers.clone()),
+                        ..Default::default()
                     };
                     let api_nats = nats.clone();
                     actix::spawn(async move {

@@ -129,6 +129,12 @@ impl LinuxRuntime {
                     ensure_dir(&d)?;
                     d
                 }
+                MountSource::VolumeSubPath { volume, path } => {
+                    validate_id("volume", volume)?;
+                    let d = sb.volume_dir(volume);
+                    ensure_dir(&d)?;
+                    sub_path_source(&d, path)?
+                }
                 MountSource::HostPath(p) => {
                     if !self.cfg.allow_host_path {
                         return Err(Error::InvalidSpec(format!(
@@ -501,4 +507,26 @@ impl Runtime for LinuxRuntime {
     fn cleanup_orphans(&self, keep: &HashSet<String>) -> Result<CleanupReport> {
         self.sweep_orphans(keep)
     }
+}
+
+/// The host path a `subPath` mount binds: `path` under `volume`, created as a directory when
+/// absent (as Kubernetes does), and followed through symlinks only as far as they stay inside
+/// the volume (a container could otherwise plant a link to the host's files).
+fn sub_path_source(volume: &Path, path: &str) -> Result<PathBuf> {
+    let invalid = |why: &str| Error::InvalidSpec(format!("subPath {path:?}: {why}"));
+    if path.starts_with('/') || path.split('/').any(|part| part == "..") {
+        return Err(invalid("must be a relative path without '..'"));
+    }
+    let joined = volume.join(path);
+    if std::fs::symlink_metadata(&joined).is_err() {
+        ensure_dir(&joined)?;
+    }
+    let root = volume
+        .canonicalize()
+        .map_err(|e| invalid(&format!("volume: {e}")))?;
+    let resolved = joined.canonicalize().map_err(|e| invalid(&e.to_string()))?;
+    if !resolved.starts_with(&root) {
+        return Err(invalid("leads out of its volume"));
+    }
+    Ok(resolved)
 }

@@ -163,6 +163,11 @@ impl LinuxRuntime {
         self.cfg.state_dir.join("sandboxes").join(id)
     }
 
+    /// Where pod volume `name` of sandbox `id` lives (what `MountSource::EmptyDir` mounts).
+    pub fn volume_dir(&self, id: &str, name: &str) -> PathBuf {
+        self.sandbox_dir(id).join("volumes").join(name)
+    }
+
     pub fn container_dir(&self, id: &str) -> PathBuf {
         self.cfg.state_dir.join("containers").join(id)
     }

@@ -10,6 +10,7 @@
 //! - `network`: Service and Endpoints rows.
 //! - `cluster`: Namespace, Node, Lease, PriorityClass and Event rows.
 //! - `autoscaling`: the HorizontalPodAutoscaler row.
+//! - `config`: ConfigMap and Secret rows.
 //! - `characterization` (tests): every kind in every layout, byte for byte, against
 //!   `testdata/get.golden`.
 //!
@@ -23,6 +24,7 @@ mod autoscaling;
 mod batch;
 mod cells;
 mod cluster;
+mod config;
 mod network;
 mod stateful;
 mod workloads;
