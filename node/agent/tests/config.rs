@@ -3,113 +3,18 @@
 //! their source through the atomic `..data` swap, and pods waiting for what they miss.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
+
+mod common;
+
+use common::{push_busybox, Node};
 
 use bus_schemas::api::ListOptions;
 use bus_schemas::kinds::{ConfigMap, Event, Pod};
-use shoal_agent::{AgentConfig, Backend};
 use shoal_api::local::{eventually, LocalCluster};
-use shoal_bus::shutdown::{self, Trigger};
 use shoal_bus::ApiClient;
-use shoal_node::net::NetworkConfig;
-use shoal_node::runtime::RuntimeConfig;
-use shoal_node::LinuxRuntime;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// One node agent on this machine, torn down (containers, sandboxes, bridge) on drop.
-struct Node {
-    name: String,
-    trigger: Option<Trigger>,
-    state: PathBuf,
-    bridge: String,
-    cidr: String,
-}
-
-fn shim() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join("shoal-shim")
-}
-
-impl Node {
-    fn start(dir: &std::path::Path, cluster: &LocalCluster) -> Node {
-        let n = rand::random::<u32>() % 200 + 20;
-        let mut node = Node {
-            name: format!("cfg-node-{n}"),
-            trigger: None,
-            state: dir.join("node"),
-            bridge: format!("shc{n}"),
-            cidr: format!("10.{}.{n}.0/24", 100 + rand::random::<u8>() % 100),
-        };
-        let backend = Backend::Linux(Arc::new(
-            LinuxRuntime::new(node.runtime_config()).expect("runtime"),
-        ));
-        let mut config = AgentConfig::new(node.name.clone(), node.cidr.clone());
-        config.backoff_base = Duration::from_millis(500);
-        config.sync_period = Duration::from_millis(500);
-        config.heartbeat_interval = Duration::from_millis(500);
-        config.proxy.enabled = false;
-        let (trigger, stop) = shutdown::channel();
-        let nats = cluster.nats.clone();
-        tokio::spawn(async move {
-            shoal_agent::run(config, backend, nats, stop.wait())
-                .await
-                .expect("agent runs");
-        });
-        node.trigger = Some(trigger);
-        node
-    }
-
-    fn runtime_config(&self) -> RuntimeConfig {
-        let mut rc = RuntimeConfig::new(
-            self.state.clone(),
-            NetworkConfig::new(&self.bridge, self.cidr.parse().unwrap()),
-        );
-        rc.shim_path = Some(shim());
-        rc.cgroup_parent = format!("shoal-test-{}", self.name);
-        rc
-    }
-
-    /// A pod volume's directory on this machine.
-    fn volume(&self, pod: &Pod, name: &str) -> PathBuf {
-        self.state
-            .join("sandboxes")
-            .join(&pod.metadata.uid)
-            .join("volumes")
-            .join(name)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(t) = self.trigger.take() {
-            t.fire();
-        }
-        if let Ok(rt) = LinuxRuntime::new(self.runtime_config()) {
-            use shoal_node::Runtime;
-            let _ = rt.cleanup_orphans(&Default::default());
-        }
-        let _ = std::process::Command::new("ip")
-            .args(["link", "del", &self.bridge])
-            .status();
-    }
-}
-
-async fn push_busybox(cluster: &LocalCluster) {
-    let dir = tempfile::tempdir().unwrap();
-    let layout = dir.path().join("layout");
-    shoal_node::testimage::build_busybox_layout(&layout, "shoal/busybox", "1.35").unwrap();
-    let scratch = shoal_node::image::ImageStore::open(dir.path().join("store")).unwrap();
-    let registry =
-        shoal_agent::registry::Registry::open(&async_nats::jetstream::new(cluster.nats.clone()))
-            .await
-            .unwrap();
-    registry
-        .import_path(&scratch, &layout, |_, _| {})
-        .await
-        .unwrap();
-}
 
 fn pod(node: &str, name: &str, spec: serde_json::Value) -> Pod {
     let mut value =
@@ -174,7 +79,8 @@ async fn a_config_map_update_reaches_a_running_container_whole() {
     let cluster = LocalCluster::start().await.unwrap();
     push_busybox(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
-    let node = Node::start(dir.path(), &cluster);
+    let mut node = Node::new(dir.path());
+    node.start(&cluster);
     let api = cluster.api();
     let old = "old\n".repeat(30_000);
     let new = "new\n".repeat(30_000);
@@ -236,7 +142,8 @@ async fn env_and_volumes_from_config_secrets_and_the_downward_api() {
     let cluster = LocalCluster::start().await.unwrap();
     push_busybox(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
-    let node = Node::start(dir.path(), &cluster);
+    let mut node = Node::new(dir.path());
+    node.start(&cluster);
     let api = cluster.api();
     let mut secret = bus_schemas::kinds::Secret::default();
     secret.metadata.name = "db".into();

@@ -117,10 +117,7 @@ pub fn resource_value(
             ))
         }
     };
-    let divisor = selector
-        .divisor
-        .clone()
-        .unwrap_or_else(|| Quantity::from_value(1));
+    let divisor = selector.divisor.unwrap_or_else(|| Quantity::from_value(1));
     let d = divisor.milli_value();
     if d <= 0 {
         return Err(format!(

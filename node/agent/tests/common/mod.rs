@@ -92,6 +92,15 @@ impl Node {
         }
     }
 
+    /// A pod volume's directory on this machine.
+    pub fn volume(&self, pod: &Pod, name: &str) -> PathBuf {
+        self.state
+            .join("sandboxes")
+            .join(&pod.metadata.uid)
+            .join("volumes")
+            .join(name)
+    }
+
     /// Removes every sandbox this node's runtime holds (test cleanup).
     pub fn sweep(&self) {
         if let Ok(rt) = LinuxRuntime::new(self.runtime_config()) {
