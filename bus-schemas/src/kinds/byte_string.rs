@@ -86,6 +86,22 @@ impl<'de> Deserialize<'de> for ByteString {
     }
 }
 
+/// In OpenAPI bytes are what kubectl shows: base64 text.
+#[cfg(feature = "openapi")]
+impl schemars::JsonSchema for ByteString {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ByteString".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "format": "byte",
+            "description": "Bytes as base64 text.",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,21 +135,5 @@ mod tests {
         assert_eq!(crate::codec::from_msgpack::<ByteString>(&bin).unwrap(), v);
         assert!(serde_json::from_str::<ByteString>("\"not base64!\"").is_err());
         assert_eq!(format!("{v:?}"), "<7 bytes>");
-    }
-}
-
-/// In OpenAPI bytes are what kubectl shows: base64 text.
-#[cfg(feature = "openapi")]
-impl schemars::JsonSchema for ByteString {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "ByteString".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "format": "byte",
-            "description": "Bytes as base64 text.",
-        })
     }
 }
