@@ -7,17 +7,12 @@ use std::time::Duration;
 
 use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::Pod;
-use common::{container, pod, push_busybox, wait_pod, Node};
-use shoal_api::local::LocalCluster;
+use common::{container, one_node, pod, wait_pod};
 use shoal_node::LinuxRuntime;
 
 #[actix::test]
 async fn pods_run_report_status_restart_and_terminate() {
-    let cluster = LocalCluster::start().await.unwrap();
-    push_busybox(&cluster).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = Node::new(dir.path());
-    node.start(&cluster);
+    let (cluster, _dir, mut node) = one_node().await;
     let api = cluster.api();
     let n = node.name.clone();
 
@@ -152,11 +147,7 @@ async fn pods_run_report_status_restart_and_terminate() {
 
 #[actix::test]
 async fn a_restarted_agent_re_adopts_running_containers() {
-    let cluster = LocalCluster::start().await.unwrap();
-    push_busybox(&cluster).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = Node::new(dir.path());
-    node.start(&cluster);
+    let (cluster, _dir, mut node) = one_node().await;
     let api = cluster.api();
     api.create(&pod(&node.name, "steady", serde_json::json!({
         "containers": [{"name": "c", "image": "shoal/busybox:1.35", "command": ["sleep", "1000"]}]

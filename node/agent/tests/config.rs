@@ -7,11 +7,11 @@ use std::time::Duration;
 
 mod common;
 
-use common::{push_busybox, Node};
+use common::one_node;
 
 use bus_schemas::api::ListOptions;
 use bus_schemas::kinds::{ConfigMap, Event, Pod};
-use shoal_api::local::{eventually, LocalCluster};
+use shoal_api::local::eventually;
 use shoal_bus::ApiClient;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -76,11 +76,7 @@ fn waiting_reason(p: &Pod) -> Option<String> {
 /// saw each time.
 #[actix::test]
 async fn a_config_map_update_reaches_a_running_container_whole() {
-    let cluster = LocalCluster::start().await.unwrap();
-    push_busybox(&cluster).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = Node::new(dir.path());
-    node.start(&cluster);
+    let (cluster, _dir, node) = one_node().await;
     let api = cluster.api();
     let old = "old\n".repeat(30_000);
     let new = "new\n".repeat(30_000);
@@ -139,11 +135,7 @@ async fn a_config_map_update_reaches_a_running_container_whole() {
 /// volumes; a downwardAPI labels file follows the pod's labels.
 #[actix::test]
 async fn env_and_volumes_from_config_secrets_and_the_downward_api() {
-    let cluster = LocalCluster::start().await.unwrap();
-    push_busybox(&cluster).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = Node::new(dir.path());
-    node.start(&cluster);
+    let (cluster, _dir, node) = one_node().await;
     let api = cluster.api();
     let mut secret = bus_schemas::kinds::Secret::default();
     secret.metadata.name = "db".into();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bus_schemas::api::{DeleteOptions, ListOptions};
 use bus_schemas::kinds::{Event, Pod};
-use common::{container, pod, push_busybox, wait_pod, Node};
+use common::{container, one_node, pod, push_busybox, wait_pod, Node};
 use shoal_api::local::LocalCluster;
 use shoal_bus::ApiClient;
 
@@ -137,11 +137,7 @@ async fn pre_stop_runs_before_sigterm_and_inside_the_grace_period() {
 
 #[actix::test]
 async fn a_failing_post_start_kills_and_restarts_the_container() {
-    let cluster = LocalCluster::start().await.unwrap();
-    push_busybox(&cluster).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = Node::new(dir.path());
-    node.start(&cluster);
+    let (cluster, _dir, mut node) = one_node().await;
     let api = cluster.api();
 
     let with_hook = |command: &str| {
@@ -188,11 +184,7 @@ async fn a_failing_post_start_kills_and_restarts_the_container() {
 
 #[actix::test]
 async fn termination_messages_come_from_the_file_or_the_log() {
-    let cluster = LocalCluster::start().await.unwrap();
-    push_busybox(&cluster).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = Node::new(dir.path());
-    node.start(&cluster);
+    let (cluster, _dir, mut node) = one_node().await;
     let api = cluster.api();
 
     api.create(&pod(&node.name, "reporter", serde_json::json!({

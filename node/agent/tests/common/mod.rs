@@ -123,6 +123,17 @@ impl Drop for Node {
     }
 }
 
+/// A cluster on a throwaway nats-server with the busybox image pushed, and one node agent on
+/// real containers whose state lives in the returned directory (kept until the test ends).
+pub async fn one_node() -> (LocalCluster, tempfile::TempDir, Node) {
+    let cluster = LocalCluster::start().await.unwrap();
+    push_busybox(&cluster).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::new(dir.path());
+    node.start(&cluster);
+    (cluster, dir, node)
+}
+
 pub async fn push_busybox(cluster: &LocalCluster) {
     let dir = tempfile::tempdir().unwrap();
     let layout = dir.path().join("layout");
