@@ -140,6 +140,9 @@ impl ApiServer {
             serde_json::to_value(obj)
                 .map_err(|e| Status::internal(format!("encoding for managed fields: {e}")))
         };
+        // `next`'s own entries are replaced below and no view reads them: leaving them out
+        // spares turning every entry's FieldsV1 text into a tree on each spec write.
+        next.meta_mut().managed_fields.clear();
         let recorded = field_manager::record_update(
             &encode(current)?,
             &encode(next)?,
