@@ -64,8 +64,7 @@ pub fn linux_backend_in(
     let mut network = NetworkConfig::new(bridge, cidr);
     network.host_netns = host_netns;
     let mut config = RuntimeConfig::new(state_dir.clone(), network);
-    // One cgroup parent per node, so agents sharing a machine never sweep each other's pods.
-    config.cgroup_parent = format!("shoal-{}", node.replace(['/', '.'], "-"));
+    config.cgroup_parent = RuntimeConfig::cgroup_parent_for(node, &state_dir);
     let runtime = LinuxRuntime::new(config)
         .with_context(|| format!("starting the container runtime in {}", state_dir.display()))?;
     Ok(Backend::Linux(Arc::new(runtime)))

@@ -91,6 +91,23 @@ impl RuntimeConfig {
             restrict_devices: true,
         }
     }
+
+    /// The cgroup parent for node `node` keeping its state in `state_dir`. The orphan sweep
+    /// deletes every pod cgroup under its parent that its own state does not know, so two
+    /// runtimes must never share one: the state directory's digest keeps apart two clusters
+    /// on one machine whose nodes carry the same (host) name, and a restart with the same
+    /// directory finds its pods again.
+    pub fn cgroup_parent_for(node: &str, state_dir: &Path) -> String {
+        use sha2::{Digest, Sha256};
+        // Lexical, not canonical: the directory may not exist yet on the first start.
+        let dir = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+        let digest = Sha256::digest(dir.as_os_str().as_encoded_bytes());
+        format!(
+            "shoal-{}-{}",
+            node.replace(['/', '.'], "-"),
+            &hex::encode(digest)[..8]
+        )
+    }
 }
 
 pub struct LinuxRuntime {
@@ -221,5 +238,28 @@ impl LinuxRuntime {
     pub fn termination_message(&self, id: &str) -> Result<Option<String>> {
         validate_id("container", id)?;
         termination::read(&self.container_dir(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_state_directory_gets_a_cgroup_parent_of_its_own_that_survives_a_restart() {
+        let a = RuntimeConfig::cgroup_parent_for("vm", Path::new("/var/lib/shoal/a"));
+        let b = RuntimeConfig::cgroup_parent_for("vm", Path::new("/var/lib/shoal/b"));
+        assert_ne!(
+            a, b,
+            "two clusters on one host must not sweep each other's pods"
+        );
+        assert_eq!(
+            a,
+            RuntimeConfig::cgroup_parent_for("vm", Path::new("/var/lib/shoal/a"))
+        );
+        assert!(a.starts_with("shoal-vm-"), "{a}");
+        let dotted = RuntimeConfig::cgroup_parent_for("node.example/1", Path::new("/x"));
+        cgroups::validate_path(&dotted).unwrap();
+        assert!(dotted.starts_with("shoal-node-example-1-"), "{dotted}");
     }
 }
