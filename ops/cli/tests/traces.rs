@@ -366,7 +366,7 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
             "--bridge",
             &processes.bridge,
             "--pod-cidr",
-            &format!("10.232.{n}.0/24"),
+            &format!("10.229.{n}.0/24"),
         ]),
         "node",
     ));

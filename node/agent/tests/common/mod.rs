@@ -33,20 +33,22 @@ fn shim() -> PathBuf {
     exe.parent().unwrap().parent().unwrap().join("shoal-shim")
 }
 
-fn unique() -> u32 {
-    rand::random::<u32>() % 200 + 20
-}
-
 impl Node {
     pub fn new(dir: &std::path::Path) -> Node {
-        let n = unique();
+        // Tests of several binaries run side by side: one of 200 suffixes let two of them
+        // share a bridge (and cgroup parent), and one test's cleanup deleted the other's.
+        let id = format!("{:08x}", rand::random::<u32>());
         Node {
-            name: format!("node-{n}"),
+            name: format!("node-{id}"),
             trigger: None,
             task: None,
             state: dir.join("node"),
-            bridge: format!("sha{n}"),
-            cidr: format!("10.{}.{n}.0/24", 100 + rand::random::<u8>() % 100),
+            bridge: format!("sha{id}"),
+            cidr: format!(
+                "10.{}.{}.0/24",
+                100 + rand::random::<u8>() % 100,
+                rand::random::<u8>()
+            ),
             allow_host_path: false,
         }
     }

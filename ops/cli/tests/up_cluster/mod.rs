@@ -138,8 +138,10 @@ impl Cluster {
     /// [`Cluster::start`] with more `shoal up` arguments (actors, metrics period, …).
     pub fn start_with(dir: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Cluster {
         let port = free_port();
-        let n = port % 200 + 20;
-        let bridge = format!("shs{n}");
+        // Named after the NATS port, unique among the clusters running at one time (two in
+        // one test, too): a shared bridge or pod range breaks both clusters' networks.
+        let bridge = format!("shs{port}");
+        let range = port % 2048;
         let up = Command::new(SHOAL)
             .args([
                 "up",
@@ -148,7 +150,7 @@ impl Cluster {
                 "--bridge",
                 &bridge,
                 "--pod-cidr",
-                &format!("10.232.{n}.0/24"),
+                &format!("10.{}.{}.0/24", 232 + range / 256, range % 256),
                 "--gateway-listen",
                 &format!("127.0.0.1:{}", free_port()),
                 "--metrics-addr",
