@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use shoal_bus::natsd::{Natsd, NatsdConfig};
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::{ApiClient, InformerFactory, Store, StoreError};
 
@@ -335,6 +336,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
     };
     let actors: Vec<&str> = tasks.iter().map(|(name, _)| *name).collect();
 
+    let mut stop = StopSignals::listen()?;
     println!("Shoal cluster is up.");
     println!("  NATS URL:  {url}");
     println!("  data dir:  {}", data_dir.display());
@@ -354,7 +356,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
     }
     println!("Try: shoal get ns   (export SHOAL_NATS={url} if not the default). Ctrl-C stops the cluster.");
 
-    wait_for_signal().await;
+    stop.recv().await;
     eprintln!("stopping …");
     trigger.fire();
     stop_within_budget(tasks, natsd).await;
@@ -474,12 +476,27 @@ where
     }))
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// Ctrl-C and SIGTERM, listened for from before the banner: one sent as soon as the banner
+/// shows must stop the cluster cleanly, not kill the process with the default action.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn listen() -> Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            interrupt: signal(SignalKind::interrupt()).context("listening for Ctrl-C")?,
+            terminate: signal(SignalKind::terminate()).context("listening for SIGTERM")?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
     }
 }
 
