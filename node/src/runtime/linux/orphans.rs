@@ -75,6 +75,16 @@ impl LinuxRuntime {
             }
             Err(e) => failures.push(e),
         }
+        // The parent is this runtime's alone (see `RuntimeConfig::cgroup_parent_for`): left
+        // behind, every torn-down node would leave an empty cgroup per controller.
+        if failures.is_empty() {
+            if let Err(e) = self
+                .cgroups
+                .delete(&self.cfg.cgroup_parent, CGROUP_DELETE_TIMEOUT)
+            {
+                failures.push(e);
+            }
+        }
         failures
     }
 }

@@ -210,9 +210,14 @@ pub fn remove_pods(data_dir: &Path, bridge: &str, pod_cidr: &str) {
         eprintln!("test cleanup: bad pod CIDR {pod_cidr}");
         return;
     };
-    let mut config = RuntimeConfig::new(data_dir.join("node"), NetworkConfig::new(bridge, cidr));
+    // `shoal up` resolves its data dir before naming the node's cgroup parent after it.
+    let data_dir = data_dir
+        .canonicalize()
+        .unwrap_or_else(|_| data_dir.to_path_buf());
+    let state_dir = data_dir.join("node");
+    let mut config = RuntimeConfig::new(&state_dir, NetworkConfig::new(bridge, cidr));
     // The cgroup parent `shoal up` gives its node, named after the host by default.
-    config.cgroup_parent = format!("shoal-{}", hostname().replace(['/', '.'], "-"));
+    config.cgroup_parent = RuntimeConfig::cgroup_parent_for(&hostname(), &state_dir);
     match LinuxRuntime::new(config) {
         Ok(runtime) => {
             for failure in runtime.remove_all() {
