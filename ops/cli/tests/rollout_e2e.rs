@@ -240,7 +240,8 @@ impl RealNode {
         rc
     }
 
-    /// Removes every sandbox, container, cgroup and address of this node, and its bridge.
+    /// Removes every sandbox, container, cgroup (its parent too) and address of this node,
+    /// and its bridge.
     fn sweep(&self) {
         match LinuxRuntime::new(self.runtime_config()) {
             Ok(rt) => {
@@ -254,14 +255,6 @@ impl RealNode {
             .args(["link", "del", &self.bridge])
             .stderr(Stdio::null())
             .status();
-        // The (now empty) cgroup parent, on cgroup v2 or in each v1 hierarchy.
-        let parent = self.runtime_config().cgroup_parent;
-        let _ = std::fs::remove_dir(Path::new("/sys/fs/cgroup").join(&parent));
-        if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
-            for h in hierarchies.flatten() {
-                let _ = std::fs::remove_dir(h.path().join(&parent));
-            }
-        }
     }
 }
 
