@@ -11,14 +11,6 @@ use nix::unistd::Pid;
 
 const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A `shoal up` child, SIGKILLed when dropped (and by the kernel if this test dies).
 struct Up {
     child: Child,
@@ -140,7 +132,7 @@ fn data_dir(tmp: &tempfile::TempDir) -> PathBuf {
 fn sigkill_of_up_takes_its_server_along_and_ctrl_c_returns_within_5s() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = data_dir(&tmp);
-    let port = free_port();
+    let port = shoal_bus::natsd::free_port().unwrap();
 
     let first = Up::start(&dir, port);
     let server = server_pid(&dir);
@@ -178,7 +170,7 @@ fn sigkill_of_up_takes_its_server_along_and_ctrl_c_returns_within_5s() {
 fn an_orphaned_server_of_the_data_dir_is_stopped_and_reported() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = data_dir(&tmp);
-    let port = free_port();
+    let port = shoal_bus::natsd::free_port().unwrap();
     let mut first = Up::start(&dir, port);
     kill(first.pid(), Signal::SIGINT).unwrap();
     assert!(first.exited_within(Duration::from_secs(5)));

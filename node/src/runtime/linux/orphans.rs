@@ -55,26 +55,13 @@ impl LinuxRuntime {
     /// one stuck sandbox must not leave the others' monitors and containers running.
     pub fn remove_all(&self) -> Vec<Error> {
         let mut failures = Vec::new();
-        match self.sandbox_ids() {
-            Ok(ids) => {
-                for sid in ids {
-                    if let Err(e) = self.remove_sandbox(&sid) {
-                        failures.push(e);
-                    }
-                }
-            }
-            Err(e) => failures.push(e),
-        }
-        match self.container_ids() {
-            Ok(ids) => {
-                for cid in ids {
-                    if let Err(e) = self.remove_container(&cid) {
-                        failures.push(e);
-                    }
-                }
-            }
-            Err(e) => failures.push(e),
-        }
+        let mut remove_each =
+            |ids: Result<Vec<String>>, remove: &dyn Fn(&str) -> Result<()>| match ids {
+                Ok(ids) => failures.extend(ids.iter().filter_map(|id| remove(id).err())),
+                Err(e) => failures.push(e),
+            };
+        remove_each(self.sandbox_ids(), &|sid| self.remove_sandbox(sid));
+        remove_each(self.container_ids(), &|cid| self.remove_container(cid));
         // The parent is this runtime's alone (see `RuntimeConfig::cgroup_parent_for`): left
         // behind, every torn-down node would leave an empty cgroup per controller.
         if failures.is_empty() {
