@@ -2,10 +2,13 @@
 //! faults (an actor SIGKILLed, a nats-server SIGKILLed and restarted, a host cut off for
 //! 10 s), then the history check. The run exits non-zero on any violation; this test passes
 //! only if it exits zero. Every process the run starts dies with it (its children are
-//! killed on drop, and this test kills the run itself if it outlives its deadline).
+//! killed on drop and tied to it), and the run dies with this test: killed if it outlives
+//! its deadline, and tied to the test's thread should nextest kill the test first.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use shoal_bus::tied::TiedToThisThread;
 
 struct Run(std::process::Child);
 
@@ -48,6 +51,7 @@ fn a_short_chaos_run_loses_and_duplicates_nothing() {
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out)
+        .tied_to_this_thread()
         .spawn()
         .unwrap());
     let deadline = Instant::now() + Duration::from_secs(900);

@@ -26,7 +26,8 @@
 //!   opening on every read) and the node request that hands a Secret only to a node whose
 //!   pods use it.
 //! - [`field_manager`]: pure: managed-field sets, merge keys of the core kinds' lists, the
-//!   apply merge, conflicts.
+//!   apply merge, conflicts. [`created_fields`] remembers a create's fields by request, so
+//!   the thousand pods of one template are worked out once.
 //! - [`telemetry`]: the request span (continuing the sender's trace), request metrics, and
 //!   what each compare-and-swap write met.
 //! - [`merge_patch`], [`reply`], [`request`]: small helpers.
@@ -46,6 +47,7 @@ pub mod actor;
 pub mod admission;
 pub mod apply;
 pub mod commit;
+pub mod created_fields;
 pub mod deletion;
 pub mod field_manager;
 #[cfg(feature = "test-support")]

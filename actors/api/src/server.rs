@@ -49,10 +49,13 @@ impl ApiServer {
         with_kind!(info.kind, K => self.verb::<K>(verb, req).await, _ => unreachable!("by_token returned a known kind"))
     }
 
+    // Every verb's future is boxed. Awaited in place, each request's task would carry the
+    // state of the largest verb of the largest kind (tens of KB), allocated on fresh pages and
+    // copied for every request, heartbeats included; boxed, a request pays for its own verb.
     async fn verb<K: Resource>(&self, verb: Verb, req: &Request<'_>) -> Result<Reply, Status> {
         match verb {
-            Verb::Create => self.create::<K>(req).await,
-            Verb::Update => self.update::<K>(req, false).await,
+            Verb::Create => Box::pin(self.create::<K>(req)).await,
+            Verb::Update => Box::pin(self.update::<K>(req, false)).await,
             Verb::UpdateStatus => {
                 if !K::INFO.has_status {
                     return Err(Status::new(
@@ -60,15 +63,15 @@ impl ApiServer {
                         format!("{} has no status", K::INFO.kind),
                     ));
                 }
-                self.update::<K>(req, true).await
+                Box::pin(self.update::<K>(req, true)).await
             }
-            Verb::Apply => self.apply::<K>(req).await,
-            Verb::Patch => self.patch::<K>(req).await,
-            Verb::Delete => self.delete::<K>(req).await,
-            Verb::Get => self.get::<K>(req).await,
-            Verb::List => self.list::<K>(req).await,
-            Verb::GetScale => self.scale_verb::<K>(req, false).await,
-            Verb::UpdateScale => self.scale_verb::<K>(req, true).await,
+            Verb::Apply => Box::pin(self.apply::<K>(req)).await,
+            Verb::Patch => Box::pin(self.patch::<K>(req)).await,
+            Verb::Delete => Box::pin(self.delete::<K>(req)).await,
+            Verb::Get => Box::pin(self.get::<K>(req)).await,
+            Verb::List => Box::pin(self.list::<K>(req)).await,
+            Verb::GetScale => Box::pin(self.scale_verb::<K>(req, false)).await,
+            Verb::UpdateScale => Box::pin(self.scale_verb::<K>(req, true)).await,
         }
     }
 
@@ -82,18 +85,18 @@ impl ApiServer {
         })?;
         req.from_node = Some(node.clone());
         match report {
-            NodeReport::PodStatus => self.update::<Pod>(req, true).await,
+            NodeReport::PodStatus => Box::pin(self.update::<Pod>(req, true)).await,
             NodeReport::PodDelete => {
                 let mut options: DeleteOptions = codec::from_msgpack_strict(req.payload)
                     .map_err(|causes| Status::invalid("DeleteOptions", "", causes))?;
                 options.grace_period_seconds = Some(0);
-                let pod = self.delete_object::<Pod>(req, &options).await?;
+                let pod = Box::pin(self.delete_object::<Pod>(req, &options)).await?;
                 Reply::ok(&pod)
             }
-            NodeReport::NodeStatus => self.node_status(req, &node).await,
-            NodeReport::Heartbeat => self.heartbeat(req, &node).await,
-            NodeReport::PodEvent => self.pod_event(req, &node).await,
-            NodeReport::Secret => self.secret_for_node(req, &node).await,
+            NodeReport::NodeStatus => Box::pin(self.node_status(req, &node)).await,
+            NodeReport::Heartbeat => Box::pin(self.heartbeat(req, &node)).await,
+            NodeReport::PodEvent => Box::pin(self.pod_event(req, &node)).await,
+            NodeReport::Secret => Box::pin(self.secret_for_node(req, &node)).await,
         }
     }
 

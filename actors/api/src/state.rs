@@ -12,6 +12,7 @@ use chrono::Utc;
 use shoal_bus::store::{EventType, RawEvent, StoreError, WriteMeta};
 use shoal_bus::{InformerFactory, Store};
 
+use crate::created_fields::CreatedFields;
 use crate::request::Request;
 use crate::secrets::{seal, KeyRing};
 use crate::telemetry;
@@ -26,6 +27,7 @@ pub struct ApiServer {
     pub(crate) max_payload: usize,
     /// Encrypts Secret values on their way to the log; None refuses Secrets.
     pub(crate) secret_keys: Option<Arc<KeyRing>>,
+    pub(crate) created_fields: CreatedFields,
 }
 
 #[tracing::instrument(name = "api.decode", level = "info", skip_all, fields(kind = K::INFO.kind, bytes = payload.len()))]
@@ -124,6 +126,7 @@ impl ApiServer {
             informers,
             max_payload,
             secret_keys: None,
+            created_fields: CreatedFields::default(),
         }
     }
 

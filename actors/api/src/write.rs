@@ -90,15 +90,8 @@ impl ApiServer {
                 } else {
                     ManagedFieldsEntry::UPDATE
                 };
-                let requested = serde_json::to_value(&obj)
-                    .map_err(|e| Status::internal(format!("encoding for create: {e}")))?;
-                field_manager::record_create(
-                    &requested,
-                    manager,
-                    operation,
-                    K::INFO.api_version,
-                    Utc::now(),
-                )
+                self.created_fields
+                    .record(&mut obj, manager, operation, Utc::now())?
             }
             None => Vec::new(),
         };
@@ -131,7 +124,7 @@ impl ApiServer {
         &self,
         req: &Request<'_>,
         next: &mut K,
-        current: &K,
+        current: &mut K,
     ) -> Result<(), Status> {
         let Some(manager) = &req.field_manager else {
             return Ok(());
@@ -140,11 +133,15 @@ impl ApiServer {
             serde_json::to_value(obj)
                 .map_err(|e| Status::internal(format!("encoding for managed fields: {e}")))
         };
-        // `next`'s own entries are replaced below and no view reads them: leaving them out
-        // spares turning every entry's FieldsV1 text into a tree on each spec write.
+        // Both sides are encoded without their entries: the managed view leaves them out, and
+        // turning every entry's FieldsV1 text into a tree only to drop it showed in profiles
+        // of the bind path.
         next.meta_mut().managed_fields.clear();
+        let entries = std::mem::take(&mut current.meta_mut().managed_fields);
+        let encoded = encode(current);
+        current.meta_mut().managed_fields = entries;
         let recorded = field_manager::record_update(
-            &encode(current)?,
+            &encoded?,
             &encode(next)?,
             manager,
             &current.meta().managed_fields,
@@ -188,7 +185,7 @@ impl ApiServer {
         let mut attempt = 0;
         while attempt < MAX_UNCONDITIONAL_RETRIES {
             attempt += 1;
-            let Some((current, revision, cached)) = self
+            let Some((mut current, revision, cached)) = self
                 .base_for_write::<K>(&ns, &name, attempt - 1, wanted_revision)
                 .await?
             else {
@@ -222,7 +219,7 @@ impl ApiServer {
             } else {
                 let mut next = incoming.clone();
                 self.prepare_spec_change(&mut next, &current).await?;
-                self.record_manager(req, &mut next, &current)?;
+                self.record_manager(req, &mut next, &mut current)?;
                 next
             };
             match self
@@ -249,7 +246,7 @@ impl ApiServer {
             .map_err(|e| Status::bad_request(format!("patch is not valid JSON: {e}")))?;
         let ns = default_namespace::<K>(&patch.namespace);
         for attempt in 0..MAX_UNCONDITIONAL_RETRIES {
-            let Some((current, revision, cached)) = self
+            let Some((mut current, revision, cached)) = self
                 .base_for_write::<K>(&ns, &patch.name, attempt, None)
                 .await?
             else {
@@ -279,7 +276,7 @@ impl ApiServer {
             } else {
                 let mut next = patched;
                 self.prepare_spec_change(&mut next, &current).await?;
-                self.record_manager(req, &mut next, &current)?;
+                self.record_manager(req, &mut next, &mut current)?;
                 next
             };
             match self

@@ -14,6 +14,7 @@ use shoal_api::local::{eventually, LocalCluster};
 use shoal_autoscaler::AutoscalerConfig;
 use shoal_bus::leader::LeaderElectionConfig;
 use shoal_bus::shutdown::{self, Trigger};
+use shoal_bus::tied::TiedToThisThread;
 use shoal_bus::ApiClient;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -284,6 +285,7 @@ fn start_python_hook(url: &str, name: &str, capacity: &str) -> PythonHook {
         .arg(script)
         .args(["--nats", url, "--name", name, "--capacity", capacity])
         .stdin(Stdio::null())
+        .tied_to_this_thread()
         .spawn()
         .expect("python3 runs the example hook");
     PythonHook(child)

@@ -7,6 +7,9 @@
 //!   throwaway servers on free ports (`Natsd::start_in`, `free_port`) only with the
 //!   `test-support` feature. [`cluster`]: the `cluster {}` block of a clustered server and
 //!   the cluster's health as a client sees it (stream leaders, replicas current or lagging).
+//!   [`tied`]: children that die with the process that started
+//!   them (`PR_SET_PDEATHSIG` from a spawner thread of their own); [`orphan`]: stops a
+//!   nats-server a crashed `shoal up` left on its data dir.
 //! - [`netns`]: async work inside another network namespace (a test fabric's host).
 //! - [`store`]: the JetStream state log: raw get, list and CAS write of object versions.
 //! - [`watch`]: resumable watches from a revision, across reconnects and server restarts.
@@ -32,9 +35,11 @@ pub mod informer;
 pub mod leader;
 pub mod natsd;
 pub mod netns;
+pub mod orphan;
 pub mod reconcile_span;
 pub mod shutdown;
 pub mod store;
+pub mod tied;
 pub mod watch;
 pub mod workqueue;
 

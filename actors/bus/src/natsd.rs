@@ -1,12 +1,14 @@
 //! Runs a nats-server child process: the one-machine cluster's bus, and every test's.
 //!
 //! JetStream stores with `sync_interval: always` so an acknowledged write survives power loss.
+//! The server dies with the process that started it ([`crate::tied`]), and writes its pid
+//! into its data dir so that one left over by a crash can be found ([`crate::orphan`]).
 
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tokio::process::{Child, Command};
+use nix::sys::signal::Signal;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NatsdError {
@@ -66,12 +68,13 @@ impl NatsdConfig {
     fn render(&self) -> String {
         let store = self.data_dir.join("jetstream");
         let mut conf = format!(
-            "host: \"{}\"\nport: {}\nserver_name: \"{}\"\nmax_payload: {}\nlog_file: \"{}\"\n",
+            "host: \"{}\"\nport: {}\nserver_name: \"{}\"\nmax_payload: {}\nlog_file: \"{}\"\npid_file: \"{}\"\n",
             self.host,
             self.port,
             self.server_name,
             self.max_payload,
-            self.log_path().display()
+            self.log_path().display(),
+            self.pid_path().display()
         );
         if let Some(m) = self.monitor_port {
             conf.push_str(&format!("http_port: {m}\n"));
@@ -92,6 +95,14 @@ impl NatsdConfig {
 
     pub fn log_path(&self) -> PathBuf {
         self.data_dir.join("nats-server.log")
+    }
+
+    pub fn pid_path(&self) -> PathBuf {
+        self.data_dir.join("nats-server.pid")
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.data_dir.join("nats-server.conf")
     }
 
     pub fn url(&self) -> String {
@@ -172,11 +183,6 @@ impl Natsd {
         self.wait_ready(READY_WITHIN).await
     }
 
-    /// The server's process id while it runs.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(|c| c.id())
-    }
-
     /// A throwaway server on a free port with its store in `dir` (tests and benchmarks).
     #[cfg(feature = "test-support")]
     pub async fn start_in(dir: &std::path::Path) -> Result<Natsd, NatsdError> {
@@ -194,7 +200,7 @@ impl Natsd {
             path: self.config.data_dir.clone(),
             source,
         })?;
-        let conf_path = self.config.data_dir.join("nats-server.conf");
+        let conf_path = self.config.config_path();
         std::fs::write(&conf_path, self.config.render()).map_err(|source| NatsdError::Config {
             path: conf_path.clone(),
             source,
@@ -208,15 +214,16 @@ impl Natsd {
             }
             None => Command::new(binary),
         };
-        let child = command
+        command
             .arg("-c")
             .arg(&conf_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(NatsdError::Spawn)?;
+            .stderr(Stdio::null());
+        // SIGTERM rather than SIGKILL: the server then closes its store cleanly and the next
+        // start need not rebuild its indexes (with `sync_interval: always` a SIGKILL would
+        // lose nothing acknowledged either).
+        let child = crate::tied::spawn(command, Signal::SIGTERM).map_err(NatsdError::Spawn)?;
         self.child = Some(child);
         Ok(())
     }
@@ -260,25 +267,30 @@ impl Natsd {
     /// Stops the server abruptly (SIGKILL), as a crash would.
     pub async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill().await;
-            let _ = child.wait().await;
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 
-    /// Stops gracefully (SIGTERM), waiting for the process to exit.
-    pub async fn stop(&mut self) {
+    /// Stops gracefully (SIGTERM), waiting up to `limit` for the process to exit, then
+    /// SIGKILL.
+    pub async fn stop_within(&mut self, limit: Duration) {
         if let Some(mut child) = self.child.take() {
-            if let Some(pid) = child.id() {
-                let pid = nix::unistd::Pid::from_raw(pid as i32);
-                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            }
-            if tokio::time::timeout(Duration::from_secs(10), child.wait())
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, Signal::SIGTERM);
+            if tokio::time::timeout(limit, exited(&mut child))
                 .await
                 .is_err()
             {
-                let _ = child.kill().await;
+                let _ = child.kill();
+                let _ = child.wait();
             }
         }
+    }
+
+    /// Stops gracefully (SIGTERM), waiting for the process to exit (SIGKILL after 10 s).
+    pub async fn stop(&mut self) {
+        self.stop_within(Duration::from_secs(10)).await
     }
 
     /// Kills and starts again on the same port and store.
@@ -290,8 +302,35 @@ impl Natsd {
     /// Waits for the server process to exit on its own.
     pub async fn wait(&mut self) -> Option<std::process::ExitStatus> {
         match self.child.as_mut() {
-            Some(child) => child.wait().await.ok(),
+            Some(child) => Some(exited(child).await),
             None => None,
+        }
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+impl Drop for Natsd {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Waits for a child to exit. The child was forked by the spawner thread, outside any tokio
+/// runtime, so there is no SIGCHLD-driven future to await: poll its status instead.
+async fn exited(child: &mut Child) -> std::process::ExitStatus {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status,
+            Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
+            // Already reaped elsewhere: it is gone all the same.
+            Err(_) => return std::os::unix::process::ExitStatusExt::from_raw(0),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! NATS cluster, the actor processes on each server host, and the faults injected into them.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -13,7 +13,6 @@ use shoal_bus::cluster::testing::{NatsCluster, ServerHost};
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::ApiClient;
 use shoal_node::testnet::Fabric;
-use tokio::process::{Child, Command};
 
 use super::ChaosArgs;
 
@@ -78,7 +77,8 @@ pub enum Role {
     Nodes,
 }
 
-/// One actor process on one host; SIGKILLed when dropped.
+/// One actor process on one host; SIGKILLed when dropped, and when the run itself dies
+/// (however it dies: it is tied to the run by `PR_SET_PDEATHSIG`).
 pub struct ActorProcess {
     pub host: usize,
     pub role: Role,
@@ -95,28 +95,29 @@ impl ActorProcess {
             .create(true)
             .append(true)
             .open(&self.log)?;
-        let child = Command::new("ip")
+        let mut command = Command::new("ip");
+        command
             .args(["netns", "exec", &self.netns])
             .arg(&self.shoal)
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
+            .stderr(log);
+        let child = shoal_bus::tied::spawn(command, nix::sys::signal::Signal::SIGKILL)
             .with_context(|| format!("starting {} {:?}", self.shoal.display(), self.args))?;
         self.child = Some(child);
         Ok(())
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(|c| c.id())
+        self.child.as_ref().map(Child::id)
     }
 
     pub async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill().await;
-            let _ = child.wait().await;
+            let _ = child.kill();
+            // SIGKILLed, it is gone at once: this wait only reaps it.
+            let _ = child.wait();
         }
     }
 
@@ -344,6 +345,15 @@ impl World {
         }
         for i in 0..SERVERS {
             self.cluster.kill(i).await;
+        }
+    }
+}
+
+impl Drop for ActorProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }

@@ -74,6 +74,12 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // After `shoal up` stopped its own nats-server nothing acknowledges its last spans, and
+    // Ctrl-C must return promptly: those get half a second. Other commands wait for theirs.
+    let flush_limit = match &cli.command {
+        cli::Command::Up(args) if args.join.is_none() => std::time::Duration::from_millis(500),
+        _ => std::time::Duration::MAX,
+    };
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -82,7 +88,12 @@ fn main() {
         }
     };
     // Spans go out from threads of their own: send what the command recorded before exiting.
-    telemetry.shutdown();
+    let (flushed_tx, flushed_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        telemetry.shutdown();
+        let _ = flushed_tx.send(());
+    });
+    let _ = flushed_rx.recv_timeout(flush_limit);
     std::process::exit(code);
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use shoal_bus::tied::TiedToThisThread;
 
 const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 
@@ -37,6 +38,7 @@ fn start_up(dir: &Path, port: u16) -> Child {
         .arg(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .tied_to_this_thread()
         .spawn()
         .unwrap()
 }

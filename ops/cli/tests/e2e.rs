@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use shoal_bus::tied::TiedToThisThread;
+
+mod up_cluster;
 
 const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 
@@ -14,6 +17,8 @@ struct Cluster {
     url: String,
     up: Child,
     bridge: String,
+    pod_cidr: String,
+    data_dir: std::path::PathBuf,
 }
 
 impl Cluster {
@@ -43,6 +48,7 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = kill(Pid::from_raw(self.up.id() as i32), Signal::SIGINT);
         let _ = self.up.wait();
+        up_cluster::remove_pods(&self.data_dir, &self.bridge, &self.pod_cidr);
         let _ = Command::new("ip")
             .args(["link", "del", &self.bridge])
             .status();
@@ -90,6 +96,7 @@ fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
         .local_addr()
         .unwrap()
         .port();
+    let pod_cidr = format!("10.231.{n}.0/24");
     let up = Command::new(SHOAL)
         .args([
             "up",
@@ -98,7 +105,7 @@ fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
             "--bridge",
             &bridge,
             "--pod-cidr",
-            &format!("10.231.{n}.0/24"),
+            &pod_cidr,
             "--gateway-listen",
             &format!("127.0.0.1:{gateway_port}"),
             "--data-dir",
@@ -106,12 +113,15 @@ fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
         .arg(dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .tied_to_this_thread()
         .spawn()
         .unwrap();
     let cluster = Cluster {
         url: format!("nats://127.0.0.1:{port}"),
         up,
         bridge,
+        pod_cidr,
+        data_dir: dir.path().to_path_buf(),
     };
     cluster.wait("the cluster and its node", Duration::from_secs(60), |c| {
         c.run(&["get", "no", "-o", "name"]).1.contains("node/")

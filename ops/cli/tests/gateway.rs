@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use shoal_bus::tied::TiedToThisThread;
 
 const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 
@@ -31,6 +32,7 @@ impl Up {
             .arg(dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .tied_to_this_thread()
             .spawn()
             .unwrap();
         Up(child)

@@ -9,6 +9,7 @@ use std::time::Duration;
 use bus_schemas::api::ListOptions;
 use bus_schemas::kinds::Pod;
 use shoal_api::local::LocalCluster;
+use shoal_bus::tied::TiedToThisThread;
 
 #[actix::test]
 async fn killing_one_api_replica_under_load_loses_no_request() {
@@ -24,6 +25,7 @@ async fn killing_one_api_replica_under_load_loses_no_request() {
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
+        .tied_to_this_thread()
         .spawn()
         .unwrap();
     // The replica prints once its API actor serves and bootstrap is done.

@@ -43,6 +43,7 @@ use bus_schemas::{codec, subjects, Resource};
 use shoal_agent::{AgentConfig, Backend};
 use shoal_api::local::LocalCluster;
 use shoal_bus::shutdown::{self, Trigger};
+use shoal_bus::tied::TiedToThisThread;
 use shoal_bus::watch::RawWatch;
 use shoal_bus::{ApiClient, InformerFactory, Store};
 use shoal_node::net::NetworkConfig;
@@ -147,6 +148,7 @@ impl Actor {
             .env("SHOAL_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
+            .tied_to_this_thread()
             .spawn()
             .unwrap();
         let mut actor = Actor {
@@ -238,24 +240,21 @@ impl RealNode {
         rc
     }
 
-    /// Removes every sandbox, container, cgroup and address of this node, and its bridge.
+    /// Removes every sandbox, container, cgroup (its parent too) and address of this node,
+    /// and its bridge.
     fn sweep(&self) {
-        if let Ok(rt) = LinuxRuntime::new(self.runtime_config()) {
-            use shoal_node::Runtime;
-            let _ = rt.cleanup_orphans(&Default::default());
+        match LinuxRuntime::new(self.runtime_config()) {
+            Ok(rt) => {
+                for failure in rt.remove_all() {
+                    eprintln!("test cleanup: {failure}");
+                }
+            }
+            Err(e) => eprintln!("test cleanup: opening the real node's runtime: {e}"),
         }
         let _ = Command::new("ip")
             .args(["link", "del", &self.bridge])
             .stderr(Stdio::null())
             .status();
-        // The (now empty) cgroup parent, on cgroup v2 or in each v1 hierarchy.
-        let parent = self.runtime_config().cgroup_parent;
-        let _ = std::fs::remove_dir(Path::new("/sys/fs/cgroup").join(&parent));
-        if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
-            for h in hierarchies.flatten() {
-                let _ = std::fs::remove_dir(h.path().join(&parent));
-            }
-        }
     }
 }
 

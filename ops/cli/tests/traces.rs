@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 use std::convert::Infallible;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,10 +19,13 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use shoal_bus::tied::TiedToThisThread;
 use shoal_telemetry::opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span;
 use shoal_telemetry::prost::Message;
 use shoal_telemetry::traceview::{attribute, bytes_to_hex};
+
+mod up_cluster;
 
 const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 const T: Duration = Duration::from_secs(120);
@@ -127,6 +131,9 @@ impl Collector {
 struct Processes {
     children: Vec<Child>,
     bridge: String,
+    pod_cidr: String,
+    /// The node's `shoal up --data-dir`: its pods outlive it, and go once it has stopped.
+    node_data_dir: PathBuf,
 }
 
 impl Drop for Processes {
@@ -136,6 +143,7 @@ impl Drop for Processes {
             let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGINT);
             let _ = child.wait();
         }
+        up_cluster::remove_pods(&self.node_data_dir, &self.bridge, &self.pod_cidr);
         let _ = Command::new("ip")
             .args(["link", "del", &self.bridge])
             .status();
@@ -271,6 +279,7 @@ fn prometheus_scrapes_the_cluster(dir: &std::path::Path, targets: &[&str]) {
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .tied_to_this_thread()
             .spawn()
             .expect("prometheus (Debian's, installed by ops/scripts/setup.sh)"),
     );
@@ -323,6 +332,8 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
     let mut processes = Processes {
         children: Vec::new(),
         bridge: format!("sht{n}"),
+        pod_cidr: format!("10.229.{n}.0/24"),
+        node_data_dir: dir.path().join("node"),
     };
     let spawn = |args: Vec<String>, data: &str| {
         Command::new(SHOAL)
@@ -333,6 +344,7 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .tied_to_this_thread()
             .spawn()
             .unwrap()
     };
@@ -366,7 +378,7 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
             "--bridge",
             &processes.bridge,
             "--pod-cidr",
-            &format!("10.229.{n}.0/24"),
+            &processes.pod_cidr,
         ]),
         "node",
     ));

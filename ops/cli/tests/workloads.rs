@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shoal_api::local::eventually;
+use shoal_bus::tied::TiedToThisThread;
 
 use bus_schemas::api::{DeleteOptions, ListOptions};
 use bus_schemas::kinds::pod::{ContainerState, ContainerStateRunning, ContainerStatus};
@@ -287,6 +288,7 @@ async fn status_across_a_held_rollout(env: &Env, standin: &NodeStandIn, name: &s
         .env("SHOAL_NATS", env.url())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .tied_to_this_thread()
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();

@@ -105,13 +105,24 @@ impl Node {
 
     /// Removes every sandbox this node's runtime holds (test cleanup).
     pub fn sweep(&self) {
-        if let Ok(rt) = LinuxRuntime::new(self.runtime_config()) {
-            use shoal_node::Runtime;
-            let _ = rt.cleanup_orphans(&Default::default());
-        }
+        sweep_runtime(self.runtime_config());
         let _ = std::process::Command::new("ip")
             .args(["link", "del", &self.bridge])
             .status();
+    }
+}
+
+/// Removes every sandbox and container of a node's runtime, saying what could not be: a
+/// monitor or pause process left behind would outlive the test (they are meant to survive
+/// an agent restart, so nothing else stops them).
+pub fn sweep_runtime(config: RuntimeConfig) {
+    match LinuxRuntime::new(config) {
+        Ok(rt) => {
+            for failure in rt.remove_all() {
+                eprintln!("test cleanup: {failure}");
+            }
+        }
+        Err(e) => eprintln!("test cleanup: opening the node's runtime: {e}"),
     }
 }
 

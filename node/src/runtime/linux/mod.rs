@@ -6,8 +6,9 @@
 //! pause process); [`lifecycle`] is the [`Runtime`] operations on containers
 //! (start, state, stop, exec, remove) and the deferred deletion of their
 //! directories; [`termination`] keeps a container's termination message on the host;
-//! [`orphans`] sweeps what no live pod owns. This module holds the
-//! configuration, the runtime's handles and the state-file readers they share.
+//! [`orphans`] sweeps what no live pod owns (or, tearing a node down, everything). This
+//! module holds the configuration, the runtime's handles and the state-file readers they
+//! share.
 
 mod lifecycle;
 mod orphans;

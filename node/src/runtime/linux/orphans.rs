@@ -48,3 +48,43 @@ impl LinuxRuntime {
         Ok(report)
     }
 }
+
+impl LinuxRuntime {
+    /// Removes every sandbox and container this runtime holds, carrying on past failures
+    /// and returning them: for whoever tears a node down for good (a test's cleanup), where
+    /// one stuck sandbox must not leave the others' monitors and containers running.
+    pub fn remove_all(&self) -> Vec<Error> {
+        let mut failures = Vec::new();
+        match self.sandbox_ids() {
+            Ok(ids) => {
+                for sid in ids {
+                    if let Err(e) = self.remove_sandbox(&sid) {
+                        failures.push(e);
+                    }
+                }
+            }
+            Err(e) => failures.push(e),
+        }
+        match self.container_ids() {
+            Ok(ids) => {
+                for cid in ids {
+                    if let Err(e) = self.remove_container(&cid) {
+                        failures.push(e);
+                    }
+                }
+            }
+            Err(e) => failures.push(e),
+        }
+        // The parent is this runtime's alone (see `RuntimeConfig::cgroup_parent_for`): left
+        // behind, every torn-down node would leave an empty cgroup per controller.
+        if failures.is_empty() {
+            if let Err(e) = self
+                .cgroups
+                .delete(&self.cfg.cgroup_parent, CGROUP_DELETE_TIMEOUT)
+            {
+                failures.push(e);
+            }
+        }
+        failures
+    }
+}

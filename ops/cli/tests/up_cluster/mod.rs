@@ -1,14 +1,20 @@
 //! A one-machine cluster (`shoal up` with a real node agent) for the end-to-end tests of
-//! workloads, with a Drop guard that stops it and removes its bridge and Service rules, and
-//! the helpers those tests share (running `shoal`, waiting with a deadline).
+//! workloads, with a Drop guard that stops it and removes its pods, bridge and Service rules,
+//! and the helpers those tests share (running `shoal`, waiting with a deadline, removing
+//! the pods a stopped `shoal up` left running).
 
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use shoal_bus::tied::TiedToThisThread;
+use shoal_node::net::NetworkConfig;
+use shoal_node::runtime::RuntimeConfig;
+use shoal_node::LinuxRuntime;
 
 pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
 pub const T: Duration = Duration::from_secs(90);
@@ -17,6 +23,8 @@ pub struct Cluster {
     pub url: String,
     pub up: Child,
     pub bridge: String,
+    pub pod_cidr: String,
+    pub data_dir: PathBuf,
 }
 
 impl Cluster {
@@ -110,6 +118,7 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = kill(Pid::from_raw(self.up.id() as i32), Signal::SIGINT);
         let _ = self.up.wait();
+        remove_pods(&self.data_dir, &self.bridge, &self.pod_cidr);
         let _ = Command::new("ip")
             .args(["link", "del", &self.bridge])
             .status();
@@ -142,6 +151,7 @@ impl Cluster {
         // one test, too): a shared bridge or pod range breaks both clusters' networks.
         let bridge = format!("shs{port}");
         let range = port % 2048;
+        let pod_cidr = format!("10.{}.{}.0/24", 232 + range / 256, range % 256);
         let up = Command::new(SHOAL)
             .args([
                 "up",
@@ -150,7 +160,7 @@ impl Cluster {
                 "--bridge",
                 &bridge,
                 "--pod-cidr",
-                &format!("10.{}.{}.0/24", 232 + range / 256, range % 256),
+                &pod_cidr,
                 "--gateway-listen",
                 &format!("127.0.0.1:{}", free_port()),
                 "--metrics-addr",
@@ -162,12 +172,15 @@ impl Cluster {
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .tied_to_this_thread()
             .spawn()
             .unwrap();
         let cluster = Cluster {
             url: format!("nats://127.0.0.1:{port}"),
             up,
             bridge,
+            pod_cidr,
+            data_dir: dir.to_path_buf(),
         };
         cluster.wait("the cluster and its node", |c| {
             c.run(&["get", "no", "-o", "name"]).1.contains("node/")
@@ -184,4 +197,39 @@ impl Cluster {
         let (ok, _, err) = self.run(&["apply", "-f", path.to_str().unwrap()]);
         assert!(ok, "{err}");
     }
+}
+
+/// Removes every sandbox and container of the node of the `shoal up` whose data dir was
+/// `data_dir` (its runtime state is `<data_dir>/node`), saying what could not be removed.
+/// `shoal up` stops without stopping its containers (the next start re-adopts them, as after
+/// a kubelet restart), so a test that only stopped it would leave every pod's monitor and
+/// pause process (`shoal-shim`) and its containers running for good. Call it once `shoal up`
+/// has exited, so that no agent starts anything behind it.
+pub fn remove_pods(data_dir: &Path, bridge: &str, pod_cidr: &str) {
+    let Ok(cidr) = pod_cidr.parse() else {
+        eprintln!("test cleanup: bad pod CIDR {pod_cidr}");
+        return;
+    };
+    // `shoal up` resolves its data dir before naming the node's cgroup parent after it.
+    let data_dir = data_dir
+        .canonicalize()
+        .unwrap_or_else(|_| data_dir.to_path_buf());
+    let state_dir = data_dir.join("node");
+    let mut config = RuntimeConfig::new(&state_dir, NetworkConfig::new(bridge, cidr));
+    // The cgroup parent `shoal up` gives its node, named after the host by default.
+    config.cgroup_parent = RuntimeConfig::cgroup_parent_for(&hostname(), &state_dir);
+    match LinuxRuntime::new(config) {
+        Ok(runtime) => {
+            for failure in runtime.remove_all() {
+                eprintln!("test cleanup: {failure}");
+            }
+        }
+        Err(e) => eprintln!("test cleanup: opening the node's runtime: {e}"),
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_lowercase())
+        .unwrap_or_else(|_| "node".into())
 }
