@@ -116,6 +116,9 @@ golden_tests! {
     golden_lease => lease, "lease";
     golden_priorityclass => priorityclass, "priorityclass";
     golden_namespace => namespace, "namespace";
+    golden_persistentvolume => persistentvolume, "persistentvolume";
+    golden_persistentvolumeclaim => persistentvolumeclaim, "persistentvolumeclaim";
+    golden_storageclass => storageclass, "storageclass";
 }
 
 /// Defaulting an object that holds almost nothing must also be idempotent.
@@ -140,6 +143,9 @@ fn defaults_of_empty_objects_are_idempotent() {
     check::<HorizontalPodAutoscaler>();
     check::<Lease>();
     check::<Namespace>();
+    check::<PersistentVolume>();
+    check::<PersistentVolumeClaim>();
+    check::<StorageClass>();
     let mut pc = PriorityClass::default();
     pc.apply_defaults();
     assert_eq!(pc.preemption_policy, "PreemptLowerPriority");

@@ -35,6 +35,10 @@ pub enum MountSource {
     /// `path` inside the pod volume `volume` (a mount's `subPath`), resolved when the
     /// container starts and refused if it leads out of the volume.
     VolumeSubPath { volume: String, path: String },
+    /// A PersistentVolume's directory (and a `subPath` in it, empty for the whole volume).
+    /// Allowed under `<state_dir>/volumes`, where the node's provisioner makes volumes;
+    /// elsewhere (a volume made by hand) only where hostPath is.
+    PersistentVolume { dir: PathBuf, sub_path: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,10 +1,12 @@
 //! Admission: policy applied after validation and before the write — namespaces must exist
-//! and not be terminating, pod priorities are resolved from PriorityClasses, and a node may
-//! write only what is bound to it.
+//! and not be terminating, pod priorities are resolved from PriorityClasses, claims without a
+//! class get the default StorageClass, and a node may write only what is bound to it.
 
 use std::any::Any;
 
-use bus_schemas::kinds::{Namespace, Node, Pod, PriorityClass, Service};
+use bus_schemas::kinds::{
+    Namespace, Node, PersistentVolumeClaim, Pod, PriorityClass, Service, StorageClass,
+};
 use bus_schemas::{Reason, Resource, Status};
 
 use crate::state::ApiServer;
@@ -32,6 +34,11 @@ pub(crate) async fn admit<K: Resource>(
             }
         }
     }
+    if let Some(claim) = (obj as &mut dyn Any).downcast_mut::<PersistentVolumeClaim>() {
+        if old.is_none() {
+            default_storage_class(server, claim).await?;
+        }
+    }
     if let (Some(svc), Some(old)) = ((obj as &mut dyn Any).downcast_mut::<Service>(), old) {
         // A manifest that leaves clusterIP out keeps the address allocated at creation.
         if let Some(old) = (old as &dyn Any).downcast_ref::<Service>() {
@@ -52,6 +59,37 @@ async fn check_namespace(server: &ApiServer, namespace: &str) -> Result<(), Stat
         )),
         Some(_) => Ok(()),
     }
+}
+
+/// Kubernetes' DefaultStorageClass admission: a claim created without `storageClassName`
+/// gets the class annotated as the default (the newest, if several are); without one it
+/// keeps no class. An explicit `""` means "no class" and is left alone.
+async fn default_storage_class(
+    server: &ApiServer,
+    claim: &mut PersistentVolumeClaim,
+) -> Result<(), Status> {
+    if claim.spec.storage_class_name.is_some() {
+        return Ok(());
+    }
+    let classes = server.informers.get::<StorageClass>();
+    classes
+        .wait_synced()
+        .await
+        .map_err(|e| Status::internal(format!("listing StorageClasses: {e}")))?;
+    let default = classes
+        .list(None, &Default::default())
+        .into_iter()
+        .filter(|c| c.is_default())
+        .max_by(|a, b| {
+            a.metadata
+                .creation_timestamp
+                .cmp(&b.metadata.creation_timestamp)
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        });
+    if let Some(class) = default {
+        claim.spec.storage_class_name = Some(class.metadata.name.clone());
+    }
+    Ok(())
 }
 
 async fn resolve_priority(server: &ApiServer, pod: &mut Pod) -> Result<(), Status> {

@@ -123,6 +123,8 @@ pub async fn run_with_ready(
     informers.get::<kinds::Pod>();
     informers.get::<kinds::Node>();
     informers.get::<kinds::Lease>();
+    // Admission reads the default class on every claim's creation.
+    informers.get::<kinds::StorageClass>();
     let max_payload = nats.server_info().max_payload;
     let mut server = ApiServer::new(store, informers, max_payload);
     if let Some(path) = &config.secret_key_file {
@@ -167,16 +169,25 @@ pub const BOOTSTRAP_NAMESPACES: &[&str] = &[
     service_ips::SERVICE_IP_NAMESPACE,
 ];
 
-/// Creates what every cluster has (namespaces). Idempotent: run at every start.
+/// Creates what every cluster has (namespaces, the default `local-path` StorageClass).
+/// Idempotent: run at every start; a class someone changed or deleted on purpose since is
+/// not put back as it was, only recreated when absent.
 pub async fn bootstrap(api: &shoal_bus::ApiClient) -> Result<(), shoal_bus::ApiError> {
     for name in BOOTSTRAP_NAMESPACES {
         let mut ns = bus_schemas::kinds::Namespace::default();
         ns.metadata.name = name.to_string();
-        match api.create(&ns).await {
-            Ok(_) => {}
-            Err(e) if e.is_already_exists() => {}
-            Err(e) => return Err(e),
-        }
+        create_if_absent(api, &ns).await?;
     }
-    Ok(())
+    create_if_absent(api, &kinds::StorageClass::local_path()).await
+}
+
+async fn create_if_absent<K: bus_schemas::Resource>(
+    api: &shoal_bus::ApiClient,
+    obj: &K,
+) -> Result<(), shoal_bus::ApiError> {
+    match api.create(obj).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_already_exists() => Ok(()),
+        Err(e) => Err(e),
+    }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bus_schemas::api::{DeleteOptions, ListOptions, PatchRequest};
-use bus_schemas::kinds::{Node, Pod};
+use bus_schemas::kinds::{Node, PersistentVolumeClaim, Pod, StorageClass};
 use bus_schemas::subjects::{self, NodeReport, Verb, HEADER_CODE};
 use bus_schemas::{codec, Reason, Status};
 use shoal_api::local::LocalCluster;
@@ -606,4 +606,77 @@ async fn ten_thousand_pods_list_correctly_by_selector() {
         .unwrap();
     assert_eq!(by_field.items.len(), 1);
     let _ = Duration::from_secs(0);
+}
+
+fn claim(name: &str, spec: serde_json::Value) -> PersistentVolumeClaim {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec
+    }))
+    .expect("fixture claim")
+}
+
+fn causes_of(result: Result<PersistentVolumeClaim, shoal_bus::ApiError>) -> Vec<String> {
+    match result {
+        Err(shoal_bus::ApiError::Status(s)) => s.causes().iter().map(|c| c.field.clone()).collect(),
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[actix::test]
+async fn claims_get_the_default_class_and_bad_ones_are_refused_with_field_paths() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    // Every cluster is born with the default class.
+    let class: StorageClass = api.get("", "local-path").await.unwrap();
+    assert!(class.is_default() && class.waits_for_first_consumer());
+
+    let ok = serde_json::json!({"accessModes": ["ReadWriteOnce"],
+                                 "resources": {"requests": {"storage": "1Gi"}}});
+    let made = api.create(&claim("data", ok.clone())).await.unwrap();
+    assert_eq!(made.spec.storage_class_name.as_deref(), Some("local-path"));
+    assert_eq!(made.status.phase, "Pending");
+    // An explicit empty class means "no class" and stays so.
+    let mut none = ok.clone();
+    none["storageClassName"] = "".into();
+    let made = api.create(&claim("classless", none)).await.unwrap();
+    assert_eq!(made.spec.storage_class_name.as_deref(), Some(""));
+
+    let refused = api
+        .create(&claim(
+            "bad",
+            serde_json::json!({"accessModes": ["ReadWriteSometimes"]}),
+        ))
+        .await;
+    assert_eq!(
+        causes_of(refused),
+        ["spec.accessModes[0]", "spec.resources.requests[storage]"]
+    );
+    assert!(
+        api.get::<PersistentVolumeClaim>("default", "bad")
+            .await
+            .is_err(),
+        "nothing written"
+    );
+
+    // A larger request is accepted; a smaller one, or another change, is not.
+    let mut grown: PersistentVolumeClaim = api.get("default", "data").await.unwrap();
+    grown.spec.resources.requests.insert(
+        "storage".into(),
+        bus_schemas::quantity::Quantity::parse("2Gi").unwrap(),
+    );
+    let grown = api.update(&grown).await.unwrap();
+    let mut shrunk = grown.clone();
+    shrunk.spec.resources.requests.insert(
+        "storage".into(),
+        bus_schemas::quantity::Quantity::parse("1Gi").unwrap(),
+    );
+    assert_eq!(
+        causes_of(api.update(&shrunk).await),
+        ["spec.resources.requests[storage]"]
+    );
+    let mut remoded = grown.clone();
+    remoded.spec.access_modes = vec!["ReadWriteMany".into()];
+    assert_eq!(causes_of(api.update(&remoded).await), ["spec"]);
+    let stored: PersistentVolumeClaim = api.get("default", "data").await.unwrap();
+    assert_eq!(stored.request().unwrap().to_string(), "2Gi");
 }

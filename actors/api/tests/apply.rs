@@ -342,7 +342,15 @@ fn fixture_of<K: Resource>() -> K {
             "data": {"greeting": "hello"}, "binaryData": {"logo": "iVBORw0K"}})),
         "Secret" => Ok(serde_json::json!({"metadata": {"name": "db"},
             "type": "Opaque", "data": {"password": "aHVudGVyMg=="}})),
+        "PersistentVolume" => serde_json::to_value(fixtures::persistentvolume()),
+        "PersistentVolumeClaim" => serde_json::to_value(fixtures::persistentvolumeclaim()),
         // The fixture's own name may be one every cluster is born with.
+        "StorageClass" => serde_json::to_value({
+            let mut class = fixtures::storageclass();
+            class.metadata.name = "applied-twice".into();
+            class.metadata.annotations.clear();
+            class
+        }),
         "Namespace" => serde_json::to_value({
             let mut ns = fixtures::namespace();
             ns.metadata.name = "applied-twice".into();

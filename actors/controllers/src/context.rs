@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bus_schemas::kinds::{
     ControllerRevision, CronJob, DaemonSet, Deployment, Endpoints, Job, Lease, Namespace, Node,
-    Pod, ReplicaSet, Service, StatefulSet,
+    PersistentVolumeClaim, Pod, ReplicaSet, Service, StatefulSet,
 };
 use shoal_bus::{ApiClient, Informer, InformerFactory};
 
@@ -72,6 +72,7 @@ pub struct Ctx {
     pub namespaces: Informer<Namespace>,
     pub services: Informer<Service>,
     pub endpoints: Informer<Endpoints>,
+    pub claims: Informer<PersistentVolumeClaim>,
     pub events: EventRecorder,
     pub expectations: Expectations,
     pub tunables: Tunables,
@@ -95,6 +96,7 @@ impl Ctx {
             namespaces: informers.get(),
             services: informers.get(),
             endpoints: informers.get(),
+            claims: informers.get(),
             api,
             informers,
             expectations: Expectations::default(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bus_schemas::kinds::statefulset::REVISION_LABEL;
-use bus_schemas::kinds::{ControllerRevision, Pod, StatefulSet};
+use bus_schemas::kinds::{ControllerRevision, PersistentVolumeClaim, Pod, StatefulSet};
 use bus_schemas::meta::find_condition;
 use bus_schemas::selector::Selector;
 use common::*;
@@ -219,5 +219,145 @@ async fn identity_fields_are_immutable() {
             s.spec.pod_management_policy.as_str()
         ),
         ("fixed", "OrderedReady")
+    );
+}
+
+fn with_claims(mut set: StatefulSet, policy: serde_json::Value) -> StatefulSet {
+    let mut spec = serde_json::to_value(&set.spec).unwrap();
+    spec["volumeClaimTemplates"] = serde_json::json!([{
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }]);
+    spec["persistentVolumeClaimRetentionPolicy"] = policy;
+    spec["template"]["spec"]["containers"][0]["volumeMounts"] =
+        serde_json::json!([{"name": "data", "mountPath": "/data"}]);
+    set.spec = serde_json::from_value(spec).unwrap();
+    set
+}
+
+fn claim(env: &Env, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+    env.cluster
+        .informers
+        .get::<PersistentVolumeClaim>()
+        .get("default", name)
+}
+
+#[actix::test]
+async fn each_pod_gets_its_claim_first_and_keeps_it() {
+    let (env, _c) = env().await;
+    let _node = node_sim(&env, |p| {
+        p.metadata.labels.get("app").is_some_and(|a| a == "db")
+    });
+    let policy = serde_json::json!({"whenDeleted": "Delete", "whenScaled": "Retain"});
+    env.api
+        .create(&with_claims(statefulset("db", 2, "OrderedReady"), policy))
+        .await
+        .unwrap();
+    eventually("2/2 ready", T, || async {
+        set(&env, "db").await.status.ready_replicas == 2
+    })
+    .await;
+    let set_uid = set(&env, "db").await.metadata.uid;
+    for i in 0..2 {
+        let name = format!("data-db-{i}");
+        let c = claim(&env, &name).unwrap_or_else(|| panic!("{name} exists"));
+        let p = pod(&env, &format!("db-{i}")).unwrap();
+        assert!(
+            c.metadata.creation_timestamp <= p.metadata.creation_timestamp,
+            "{name} made before its pod"
+        );
+        assert_eq!(c.spec.storage_class_name.as_deref(), Some("local-path"));
+        assert_eq!(c.metadata.labels["app"], "db");
+        assert_eq!(
+            c.metadata.owner_references[0].uid, set_uid,
+            "whenDeleted: Delete"
+        );
+        let volume = p.spec.volumes.iter().find(|v| v.name == "data").unwrap();
+        assert_eq!(
+            volume.persistent_volume_claim.as_ref().unwrap().claim_name,
+            name
+        );
+    }
+
+    // A deleted pod comes back on the same claim; the claim itself is untouched.
+    let before = claim(&env, "data-db-1").unwrap().metadata.uid.clone();
+    let old_pod = pod(&env, "db-1").unwrap().metadata.uid.clone();
+    delete_now::<Pod>(&env.api, "default", "db-1", None).await;
+    eventually("db-1 recreated", T, || async {
+        pod(&env, "db-1").is_some_and(|p| p.metadata.uid != old_pod)
+    })
+    .await;
+    assert_eq!(claim(&env, "data-db-1").unwrap().metadata.uid, before);
+
+    // A changed claim template is refused where immutable.
+    let mut refused = None;
+    for _ in 0..20 {
+        let mut s = set(&env, "db").await;
+        s.spec.volume_claim_templates[0].metadata.name = "other".into();
+        match env.api.update(&s).await {
+            Err(shoal_bus::ApiError::Status(status))
+                if status.is(bus_schemas::Reason::Conflict) => {}
+            Err(shoal_bus::ApiError::Status(status)) => {
+                refused = Some(status);
+                break;
+            }
+            other => panic!("claim template changed: {other:?}"),
+        }
+    }
+    let status = refused.expect("refused");
+    assert!(
+        status
+            .causes()
+            .iter()
+            .any(|c| c.field == "spec.volumeClaimTemplates"),
+        "{status:?}"
+    );
+
+    // whenDeleted: Delete: the claims go with the set.
+    delete_now::<StatefulSet>(&env.api, "default", "db", None).await;
+    eventually("claims collected", T, || async {
+        claim(&env, "data-db-0").is_none() && claim(&env, "data-db-1").is_none()
+    })
+    .await;
+}
+
+#[actix::test]
+async fn retained_claims_outlive_a_scale_down_and_a_bad_template_is_refused() {
+    let (env, _c) = env().await;
+    let _node = node_sim(&env, |p| {
+        p.metadata.labels.get("app").is_some_and(|a| a == "kv")
+    });
+    let policy = serde_json::json!({"whenDeleted": "Retain", "whenScaled": "Retain"});
+    env.api
+        .create(&with_claims(statefulset("kv", 2, "Parallel"), policy))
+        .await
+        .unwrap();
+    eventually("2/2 ready", T, || async {
+        set(&env, "kv").await.status.ready_replicas == 2
+    })
+    .await;
+    let mut s = set(&env, "kv").await;
+    s.spec.replicas = Some(1);
+    env.api.update(&s).await.unwrap();
+    eventually("kv-1 gone", T, || async { pod(&env, "kv-1").is_none() }).await;
+    let kept = claim(&env, "data-kv-1").expect("retained on scale-down");
+    assert!(kept.metadata.owner_references.is_empty());
+
+    let mut bad = with_claims(statefulset("bad", 1, "Parallel"), serde_json::json!({}));
+    bad.spec.volume_claim_templates[0]
+        .spec
+        .resources
+        .requests
+        .clear();
+    let err = env.api.create(&bad).await.expect_err("refused");
+    let shoal_bus::ApiError::Status(status) = err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        status
+            .causes()
+            .iter()
+            .any(|c| c.field == "spec.volumeClaimTemplates[0].spec.resources.requests[storage]"),
+        "{status:?}"
     );
 }

@@ -5,6 +5,8 @@
 //! NOTE: `ops/cli/src/table.rs` prints the same columns for `shoal get`; the two should move
 //! into one shared module once the CLI's per-kind rows settle.
 
+mod storage;
+
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
@@ -23,6 +25,9 @@ const fn col(name: &'static str, kind: &'static str, priority: u8) -> Column {
 }
 
 fn columns(kind: &str) -> Vec<Column> {
+    if let Some(columns) = storage::columns(kind) {
+        return columns;
+    }
     let name = col("Name", "string", 0);
     let age = col("Age", "string", 0);
     let workload_wide = [
@@ -556,6 +561,9 @@ fn hpa_targets(o: &Value) -> String {
 }
 
 fn cells(kind: &str, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    if let Some(cells) = storage::cells(kind, o, now) {
+        return cells;
+    }
     let name = json!(s(o, "/metadata/name"));
     let age = age_since(s(o, "/metadata/creationTimestamp"), now);
     match kind {

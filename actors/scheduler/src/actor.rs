@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bus_schemas::kinds::{Lease, Node, Pod};
+use bus_schemas::kinds::{Lease, Node, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass};
 use bus_schemas::selector::Selector;
 use shoal_bus::informer::Change;
 use shoal_bus::{ApiClient, EventType, Informer, InformerFactory, ObjectKey, Store};
@@ -26,6 +26,7 @@ use crate::metrics::SchedulerMetrics;
 use crate::queue::SchedulingQueue;
 use crate::resources::Resources;
 use crate::telemetry;
+use crate::volumes::{self, VolumePlan};
 use crate::{explain, preempt, SchedulerConfig, SchedulerError};
 
 /// How long to wait before deciding again after losing a race on a pod (the informer needs a
@@ -45,6 +46,31 @@ struct PendingBind {
     decided_at: u64,
     /// The attempt's span: the bind is its child.
     span: tracing::Span,
+    /// Unbound WaitForFirstConsumer claims that get the node written on them first.
+    select_claims: Vec<String>,
+}
+
+/// The storage caches volume binding reads: only consulted for pods with claims.
+struct StorageCaches {
+    claims: Informer<PersistentVolumeClaim>,
+    volumes: Informer<PersistentVolume>,
+    classes: Informer<StorageClass>,
+}
+
+impl StorageCaches {
+    fn plan(&self, pod: &Pod) -> Result<Option<VolumePlan>, String> {
+        let claim = |ns: &str, name: &str| self.claims.get(ns, name);
+        let volume = |name: &str| self.volumes.get("", name);
+        let class = |name: &str| self.classes.get("", name);
+        volumes::plan(
+            pod,
+            &volumes::Lookups {
+                claim: &claim,
+                volume: &volume,
+                class: &class,
+            },
+        )
+    }
 }
 
 #[derive(Default)]
@@ -76,6 +102,7 @@ struct Runner {
     pods: Informer<Pod>,
     nodes: Informer<Node>,
     allocs: Informer<Lease>,
+    storage: StorageCaches,
     cache: ClusterCache,
     queue: SchedulingQueue,
     decider: Decider,
@@ -117,10 +144,19 @@ pub async fn run(
     let pod_rx = pods.subscribe();
     let node_rx = nodes.subscribe();
     let alloc_rx = allocs.subscribe();
+    let storage = StorageCaches {
+        claims: informers.get(),
+        volumes: informers.get(),
+        classes: informers.get(),
+    };
+    let storage_rx = (storage.claims.subscribe(), storage.volumes.subscribe());
     let mut shutdown = std::pin::pin!(shutdown);
     let synced = async {
         pods.wait_synced().await?;
         nodes.wait_synced().await?;
+        storage.claims.wait_synced().await?;
+        storage.volumes.wait_synced().await?;
+        storage.classes.wait_synced().await?;
         allocs.wait_synced().await
     };
     tokio::select! {
@@ -138,6 +174,7 @@ pub async fn run(
         pods,
         nodes,
         allocs,
+        storage,
         cache: ClusterCache::with_identity(&identity),
         decider: Decider::default(),
         leases: HashMap::new(),
@@ -149,7 +186,7 @@ pub async fn run(
     tracing::info!(identity = %runner.cfg.identity, names = ?runner.cfg.scheduler_names,
         nodes = runner.cache.nodes().len(), pending = runner.queue.len(), "scheduler started");
     runner
-        .run_loop(pod_rx, node_rx, alloc_rx, report_rx, shutdown)
+        .run_loop(pod_rx, node_rx, alloc_rx, storage_rx, report_rx, shutdown)
         .await
 }
 
@@ -210,6 +247,10 @@ impl Runner {
         mut pod_rx: broadcast::Receiver<Change<Pod>>,
         mut node_rx: broadcast::Receiver<Change<Node>>,
         mut alloc_rx: broadcast::Receiver<Change<Lease>>,
+        (mut claim_rx, mut volume_rx): (
+            broadcast::Receiver<Change<PersistentVolumeClaim>>,
+            broadcast::Receiver<Change<PersistentVolume>>,
+        ),
         mut report_rx: mpsc::UnboundedReceiver<Report>,
         mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> Result<(), SchedulerError> {
@@ -237,6 +278,24 @@ impl Runner {
             }
             while let Ok(report) = report_rx.try_recv() {
                 self.on_report(report);
+                progressed = true;
+            }
+            // A claim or volume appearing or binding can make a waiting pod schedulable.
+            let mut storage_changed = false;
+            while !matches!(
+                claim_rx.try_recv(),
+                Err(TryRecvError::Empty | TryRecvError::Closed)
+            ) {
+                storage_changed = true;
+            }
+            while !matches!(
+                volume_rx.try_recv(),
+                Err(TryRecvError::Empty | TryRecvError::Closed)
+            ) {
+                storage_changed = true;
+            }
+            if storage_changed {
+                self.queue.move_all_unschedulable(Instant::now());
                 progressed = true;
             }
             let now = Instant::now();
@@ -283,6 +342,19 @@ impl Runner {
                     self.take(taken(r), "Lease", Self::on_alloc)?;
                 }
                 Some(report) = report_rx.recv() => self.on_report(report),
+                // The informers live as long as the process: a closed channel means shutdown.
+                r = claim_rx.recv() => {
+                    if matches!(r, Err(RecvError::Closed)) {
+                        return Ok(());
+                    }
+                    self.queue.move_all_unschedulable(Instant::now());
+                }
+                r = volume_rx.recv() => {
+                    if matches!(r, Err(RecvError::Closed)) {
+                        return Ok(());
+                    }
+                    self.queue.move_all_unschedulable(Instant::now());
+                }
                 _ = tokio::time::sleep_until(deadline.into()) => {}
             }
         }
@@ -439,8 +511,30 @@ impl Runner {
             self.cache.nodes().len(),
         );
         let _entered = span.enter();
+        let volumes = match self.storage.plan(&pod) {
+            Ok(plan) => plan,
+            Err(reason) => {
+                // No node can help: the claims must change first (a claim or volume event
+                // moves the pod back to the active queue).
+                span.record("outcome", "unschedulable");
+                telemetry::attempt("unschedulable");
+                SchedulerMetrics::inc(&self.metrics.unschedulable);
+                let message = format!(
+                    "0/{} nodes are available: {reason}.",
+                    self.cache.nodes().len()
+                );
+                self.spawn_unschedulable(pod, message, None);
+                self.queue.unschedulable(&key, now);
+                return;
+            }
+        };
+        let select_claims = volumes
+            .as_ref()
+            .map(|v| v.to_select.clone())
+            .unwrap_or_default();
         let decision = {
-            let ctx = PodCtx::new(&pod, &key, &self.cache);
+            let mut ctx = PodCtx::new(&pod, &key, &self.cache);
+            ctx.volumes = volumes;
             match self
                 .decider
                 .decide(&ctx, &self.cache, &self.cfg.sampling, &self.cfg.weights)
@@ -479,6 +573,7 @@ impl Runner {
                         requests,
                         decided_at,
                         span: span.clone(),
+                        select_claims,
                     });
                 self.kick(&node);
             }
@@ -695,7 +790,14 @@ impl Runner {
                 async move {
                     // Past the window other schedulers may already ignore our entry.
                     let span = telemetry::bind_span(&b.span, &node);
-                    let outcome = if written_at.elapsed() > ledger::BIND_WINDOW {
+                    let selected = if b.select_claims.is_empty() {
+                        Ok(())
+                    } else {
+                        bind::select_node_for_claims(&api, &b.pod, &b.select_claims, &node).await
+                    };
+                    let outcome = if let Err(why) = selected {
+                        BindOutcome::Failed(why)
+                    } else if written_at.elapsed() > ledger::BIND_WINDOW {
                         BindOutcome::Failed("bind window passed before the bind was sent".into())
                     } else {
                         bind::bind_pod(&api, &b.pod, &node)

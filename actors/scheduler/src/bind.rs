@@ -1,5 +1,5 @@
 //! The scheduler's writes, all through the API: allocation records and pod binds (both CAS),
-//! PodScheduled conditions, Events, and evictions for preemption. Each returns a typed
+//! the selected node of WaitForFirstConsumer claims, PodScheduled conditions, Events, and evictions for preemption. Each returns a typed
 //! outcome the loop maps onto a retry decision; none panics on odd objects.
 
 use std::sync::Arc;
@@ -7,7 +7,8 @@ use std::sync::Arc;
 use bus_schemas::api::{DeleteOptions, Preconditions};
 use bus_schemas::kinds::common::ObjectReference;
 use bus_schemas::kinds::event::EventSource;
-use bus_schemas::kinds::{Event, Lease, Namespace, Pod};
+use bus_schemas::kinds::persistent_volume_claim::SELECTED_NODE_ANNOTATION;
+use bus_schemas::kinds::{Event, Lease, Namespace, PersistentVolumeClaim, Pod};
 use bus_schemas::meta::{find_condition, set_condition};
 use bus_schemas::{Condition, Resource};
 use shoal_bus::{ApiClient, ApiError};
@@ -256,4 +257,52 @@ pub async fn ensure_namespace(api: &ApiClient, name: &str) -> Result<(), ApiErro
         Err(e) if e.is_already_exists() => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Writes the chosen node on each unbound WaitForFirstConsumer claim of `pod`
+/// (`volume.kubernetes.io/selected-node`), before the pod is bound: that node's provisioner
+/// then makes the volume there. A claim another attempt already gave a different node fails
+/// the bind, so the pod is decided again with that node as a constraint.
+pub async fn select_node_for_claims(
+    api: &ApiClient,
+    pod: &Pod,
+    claims: &[String],
+    node: &str,
+) -> Result<(), String> {
+    const ATTEMPTS: usize = 3;
+    let namespace = &pod.metadata.namespace;
+    'claims: for name in claims {
+        for _ in 0..ATTEMPTS {
+            let mut claim: PersistentVolumeClaim = api
+                .get(namespace, name)
+                .await
+                .map_err(|e| format!("reading claim {namespace}/{name}: {e}"))?;
+            match claim.selected_node() {
+                Some(chosen) if chosen == node => continue 'claims,
+                Some(chosen) => {
+                    return Err(format!(
+                        "claim {namespace}/{name} was given node {chosen:?} meanwhile"
+                    ))
+                }
+                None => {}
+            }
+            if !claim.spec.volume_name.is_empty() {
+                // Bound meanwhile: the volume's own node affinity decides now.
+                return Err(format!("claim {namespace}/{name} was bound meanwhile"));
+            }
+            claim
+                .metadata
+                .annotations
+                .insert(SELECTED_NODE_ANNOTATION.into(), node.to_string());
+            match api.update(&claim).await {
+                Ok(_) => continue 'claims,
+                Err(e) if e.is_conflict() => continue,
+                Err(e) => return Err(format!("selecting node for claim {namespace}/{name}: {e}")),
+            }
+        }
+        return Err(format!(
+            "claim {namespace}/{name} kept changing while its node was being selected"
+        ));
+    }
+    Ok(())
 }

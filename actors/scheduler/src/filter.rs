@@ -11,6 +11,7 @@ use shoal_bus::ObjectKey;
 use crate::affinity::{AffinityFailure, AffinityState};
 use crate::cache::ClusterCache;
 use crate::resources::{check_fit, fits, Resources, Shortfall};
+use crate::volumes::VolumePlan;
 
 pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
@@ -29,6 +30,8 @@ pub enum Reason {
     PodAffinity,
     PodAntiAffinity,
     ExistingAntiAffinity,
+    /// A volume of the pod lives on other nodes.
+    VolumeNodeAffinity,
     /// The node's allocation record is ahead of this scheduler's pod cache: decide later.
     /// Never shown to people (it resolves itself within milliseconds).
     CacheBehind,
@@ -60,6 +63,7 @@ impl fmt::Display for Reason {
                     "node(s) didn't satisfy existing pods anti-affinity rules"
                 )
             }
+            Reason::VolumeNodeAffinity => write!(f, "node(s) had volume node affinity conflict"),
             Reason::CacheBehind => write!(
                 f,
                 "node(s) had allocations not yet in this scheduler's cache"
@@ -75,6 +79,8 @@ pub struct PodCtx<'a> {
     pub requests: Resources,
     pub priority: i32,
     pub affinity: Option<AffinityState>,
+    /// Where the pod's claims let it run; None for a pod without claims.
+    pub volumes: Option<VolumePlan>,
 }
 
 impl<'a> PodCtx<'a> {
@@ -85,6 +91,7 @@ impl<'a> PodCtx<'a> {
             requests: Resources::of_pod(pod),
             priority: pod.spec.priority.unwrap_or(0),
             affinity: AffinityState::compute(pod, cache),
+            volumes: None,
         }
     }
 }
@@ -154,6 +161,12 @@ pub fn filter(
     if !matches_node_selection(pod, node) {
         out.push(Reason::NodeAffinity);
         return false;
+    }
+    if let Some(plan) = &ctx.volumes {
+        if !plan.allows(&node.metadata.labels, &node.metadata.name) {
+            out.push(Reason::VolumeNodeAffinity);
+            return false;
+        }
     }
     if let Some(t) = untolerated_taint(pod, &node.spec.taints) {
         out.push(Reason::Taint {

@@ -9,6 +9,8 @@
 //!   incrementally from informer events, including pods assumed but not yet seen bound.
 //! - [`filter`]: can the pod run on a node, and if not, why ([`filter::Reason`]).
 //! - [`affinity`]: inter-pod (anti-)affinity, precomputed once per attempt.
+//! - [`volumes`]: where a pod's PersistentVolumeClaims let it run, and which unbound
+//!   `WaitForFirstConsumer` claims get the chosen node written on them.
 //! - [`score`]: least-allocated, balanced, spreading, preferred affinities, soft taints.
 //! - [`decide`]: one decision over a rotating sample of the nodes.
 //! - [`explain`]: the "0/5 nodes are available: …" message.
@@ -42,6 +44,7 @@ pub mod queue;
 pub mod resources;
 pub mod score;
 pub mod telemetry;
+pub mod volumes;
 
 use std::future::Future;
 use std::sync::Arc;

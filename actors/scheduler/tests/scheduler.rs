@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use bus_schemas::api::ListOptions;
 use bus_schemas::kinds::node::Taint;
-use bus_schemas::kinds::{Event, Node, Pod, PriorityClass};
+use bus_schemas::kinds::{
+    Event, Node, PersistentVolume, PersistentVolumeClaim, Pod, PriorityClass,
+};
 use bus_schemas::meta::find_condition;
 use bus_schemas::quantity::Quantity;
 use bus_schemas::Condition;
@@ -454,4 +456,98 @@ async fn throughput_probe() {
         pods as f64 / secs,
         s.metrics.snapshot()
     );
+}
+
+fn with_claim(mut pod: Pod, claim: &str) -> Pod {
+    pod.spec.volumes.push(
+        serde_json::from_value(serde_json::json!(
+            {"name": "data", "persistentVolumeClaim": {"claimName": claim}}
+        ))
+        .expect("volume"),
+    );
+    pod
+}
+
+fn claim(name: &str) -> PersistentVolumeClaim {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim")
+}
+
+/// A claim bound to a volume on `node` (as a provisioner leaves them). The claim names its
+/// volume from the start, so the scheduler never sees it unbound.
+async fn claim_on_volume(api: &ApiClient, claim_name: &str, node: &str) {
+    let mut c = claim(claim_name);
+    c.spec.volume_name = format!("pv-{claim_name}");
+    let c = api.create(&c).await.unwrap();
+    let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("pv-{claim_name}")},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "storageClassName": "local-path", "local": {"path": "/data/x"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
+                 "claimRef": {"namespace": "default", "name": claim_name, "uid": c.metadata.uid}}
+    }))
+    .unwrap();
+    api.create(&pv).await.unwrap();
+}
+
+#[actix::test]
+async fn pods_follow_their_volumes_and_choose_nodes_for_unbound_claims() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    add_node(&api, "n1", "4", &[], vec![]).await;
+    add_node(&api, "n2", "1", &[], vec![]).await;
+    let _s = start_scheduler(&cluster, "s1", true);
+
+    // Without the volume, n1 (the emptier node) would win: the bound volume lives on n2.
+    claim_on_volume(&api, "pinned", "n2").await;
+    api.create(&with_claim(pod("follower", "100m"), "pinned"))
+        .await
+        .unwrap();
+    assert_eq!(wait_bound(&api, "follower").await, "n2");
+
+    // An unbound WaitForFirstConsumer claim (the default class) gets the pod's node first.
+    api.create(&claim("fresh")).await.unwrap();
+    api.create(&with_claim(pod("first", "100m"), "fresh"))
+        .await
+        .unwrap();
+    let node = wait_bound(&api, "first").await;
+    let fresh: PersistentVolumeClaim = api.get("default", "fresh").await.unwrap();
+    assert_eq!(fresh.spec.storage_class_name.as_deref(), Some("local-path"));
+    assert_eq!(fresh.selected_node(), Some(node.as_str()));
+
+    // A volume on a node that does not exist: explained, and nothing is bound.
+    claim_on_volume(&api, "stranded", "gone").await;
+    api.create(&with_claim(pod("stuck", "100m"), "stranded"))
+        .await
+        .unwrap();
+    let cond = eventually("PodScheduled=False", || async {
+        let p: Pod = api.get("default", "stuck").await.ok()?;
+        find_condition(&p.status.conditions, "PodScheduled").cloned()
+    })
+    .await;
+    assert_eq!(
+        cond.message,
+        "0/2 nodes are available: 2 node(s) had volume node affinity conflict."
+    );
+
+    // A missing claim is named; creating it (and binding it) lets the pod go.
+    api.create(&with_claim(pod("early", "100m"), "later"))
+        .await
+        .unwrap();
+    let cond = eventually("missing claim explained", || async {
+        let p: Pod = api.get("default", "early").await.ok()?;
+        find_condition(&p.status.conditions, "PodScheduled").cloned()
+    })
+    .await;
+    assert_eq!(
+        cond.message,
+        "0/2 nodes are available: persistentvolumeclaim \"later\" not found."
+    );
+    claim_on_volume(&api, "later", "n1").await;
+    assert_eq!(wait_bound(&api, "early").await, "n1");
+    assert_eq!(node_of(&api, "stuck").await, None);
 }

@@ -242,7 +242,7 @@ impl NodeSelector {
             .any(|t| t.matches(labels, node_name))
     }
 
-    fn validate(&self, path: &str) -> Vec<Cause> {
+    pub(crate) fn validate(&self, path: &str) -> Vec<Cause> {
         let at = format!("{path}.nodeSelectorTerms");
         if self.node_selector_terms.is_empty() {
             return vec![required_msg(

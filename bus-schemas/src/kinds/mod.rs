@@ -14,12 +14,15 @@ pub mod job;
 pub mod lease;
 pub mod namespace;
 pub mod node;
+pub mod persistent_volume;
+pub mod persistent_volume_claim;
 pub mod pod;
 pub mod priorityclass;
 pub mod replicaset;
 pub mod secret;
 pub mod service;
 pub mod statefulset;
+pub mod storage_class;
 
 // Types shared by several kinds.
 pub mod affinity;
@@ -45,12 +48,15 @@ pub use job::Job;
 pub use lease::Lease;
 pub use namespace::Namespace;
 pub use node::Node;
+pub use persistent_volume::PersistentVolume;
+pub use persistent_volume_claim::PersistentVolumeClaim;
 pub use pod::Pod;
 pub use priorityclass::PriorityClass;
 pub use replicaset::ReplicaSet;
 pub use secret::Secret;
 pub use service::Service;
 pub use statefulset::StatefulSet;
+pub use storage_class::StorageClass;
 
 pub use affinity::{Affinity, Toleration};
 pub use common::ObjectReference;
@@ -82,6 +88,9 @@ pub const KINDS: &[KindInfo] = &[
     PriorityClass::INFO,
     ConfigMap::INFO,
     Secret::INFO,
+    PersistentVolume::INFO,
+    PersistentVolumeClaim::INFO,
+    StorageClass::INFO,
 ];
 
 /// Finds a kind by any name people use for it: `Pod`, `pod`, `pods`, `po`.
@@ -173,6 +182,18 @@ macro_rules! with_kind {
                 type $K = __k::Secret;
                 $body
             }
+            "PersistentVolume" => {
+                type $K = __k::PersistentVolume;
+                $body
+            }
+            "PersistentVolumeClaim" => {
+                type $K = __k::PersistentVolumeClaim;
+                $body
+            }
+            "StorageClass" => {
+                type $K = __k::StorageClass;
+                $body
+            }
             _ => $otherwise,
         }
     }};
@@ -214,6 +235,10 @@ mod tests {
             ("leases", "Lease"),
             ("cm", "ConfigMap"),
             ("secrets", "Secret"),
+            ("pv", "PersistentVolume"),
+            ("pvc", "PersistentVolumeClaim"),
+            ("persistentvolumeclaims", "PersistentVolumeClaim"),
+            ("sc", "StorageClass"),
         ] {
             assert_eq!(lookup(name).map(|k| k.kind), Some(kind), "{name}");
         }

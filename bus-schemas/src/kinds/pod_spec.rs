@@ -130,6 +130,20 @@ pub struct Volume {
     pub downward_api: Option<DownwardApiVolumeSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub projected: Option<ProjectedVolumeSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
+}
+
+/// A claim in the pod's namespace: the pod starts once the claim is bound, on the volume's
+/// node, with the volume's directory mounted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PersistentVolumeClaimVolumeSource {
+    #[serde(default)]
+    pub claim_name: String,
+    #[serde(default, skip_serializing_if = "super::common::is_false")]
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -218,6 +232,22 @@ impl Volume {
                 HOST_PATH_TYPES,
             ));
         }
+        if let Some(claim) = &self.persistent_volume_claim {
+            sources += 1;
+            let at = format!("{path}.persistentVolumeClaim");
+            if sources > 1 {
+                causes.push(forbidden(&at, "may not specify more than 1 volume type"));
+            }
+            if claim.claim_name.is_empty() {
+                causes.push(Cause::required(format!("{at}.claimName")));
+            } else if let Err(e) = crate::validation::dns1123_subdomain(&claim.claim_name) {
+                causes.push(invalid_value(
+                    &format!("{at}.claimName"),
+                    &claim.claim_name,
+                    &e,
+                ));
+            }
+        }
         let (more, config_causes) = self.validate_config_sources(path, sources);
         sources += more;
         causes.extend(config_causes);
@@ -272,6 +302,7 @@ impl Volume {
             || self.secret.is_some()
             || self.downward_api.is_some()
             || self.projected.is_some()
+            || self.persistent_volume_claim.is_some()
     }
 
     /// Kubernetes' file mode default for the configuration volumes.
@@ -311,6 +342,14 @@ impl PodSecurityContext {
 }
 
 impl PodSpec {
+    /// The PersistentVolumeClaims the pod's volumes name, in volume order.
+    pub fn claim_names(&self) -> impl Iterator<Item = &str> {
+        self.volumes
+            .iter()
+            .filter_map(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.as_str())
+    }
+
     /// Kubernetes' SetDefaults_PodSpec and the container, probe and volume defaults under it.
     pub fn apply_defaults(&mut self) {
         if self.restart_policy.is_empty() {

@@ -7,6 +7,8 @@ use super::common::{
     forbidden, immutable, invalid_value, is_zero_i32, is_zero_i64, non_negative, not_supported,
 };
 use super::intstr::IntOrString;
+use super::persistent_volume_claim::PersistentVolumeClaim;
+use super::pod_spec::{PersistentVolumeClaimVolumeSource, Volume};
 use super::template::{validate_selector, validate_selector_unchanged, PodTemplateSpec};
 use crate::meta::{Condition, ObjectMeta};
 use crate::resource::KindInfo;
@@ -40,9 +42,10 @@ pub struct StatefulSetSpec {
     pub selector: Option<LabelSelector>,
     #[serde(default)]
     pub template: PodTemplateSpec,
-    /// Claims each pod gets (`<template>-<pod>`): kept as written until claims are served.
+    /// Claims each pod gets, named `<template>-<pod>`, created before the pod and kept when
+    /// it is deleted or rescheduled; a container mounts one by the template's name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volume_claim_templates: Vec<serde_json::Value>,
+    pub volume_claim_templates: Vec<PersistentVolumeClaim>,
     /// The headless Service that gives each pod its DNS name (`NAME-0.SERVICE.NS.svc…`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub service_name: String,
@@ -255,24 +258,69 @@ impl StatefulSet {
                 }
             }
         }
-        if !spec.volume_claim_templates.is_empty() {
-            causes.push(forbidden(
-                "spec.volumeClaimTemplates",
-                "PersistentVolumeClaims are not served by this cluster yet; use a hostPath or emptyDir volume",
-            ));
+        let mut names = std::collections::BTreeSet::new();
+        for (i, claim) in spec.volume_claim_templates.iter().enumerate() {
+            let at = format!("spec.volumeClaimTemplates[{i}]");
+            let name = &claim.metadata.name;
+            if name.is_empty() {
+                causes.push(Cause::required(format!("{at}.metadata.name")));
+            } else if let Err(e) = crate::validation::dns1123_label(name) {
+                causes.push(invalid_value(&format!("{at}.metadata.name"), name, &e));
+            } else if !names.insert(name.clone()) {
+                causes.push(Cause::new(
+                    "FieldValueDuplicate",
+                    format!("{at}.metadata.name"),
+                    format!("Duplicate value: {name:?}"),
+                ));
+            }
+            causes.extend(claim.validate_template(&at));
         }
         causes.extend(validate_selector(
             spec.selector.as_ref(),
             &spec.template,
             "spec",
         ));
-        causes.extend(spec.template.validate("spec.template", &["Always"]));
+        // Containers mount the claims by template name, as if the template had the volumes.
+        let with_claims = self.template_with_claims(&spec.template);
+        causes.extend(with_claims.validate("spec.template", &["Always"]));
         causes
     }
 
     /// What Kubernetes lets change: replicas, template, updateStrategy, minReadySeconds,
     /// the retention policy, ordinals and revisionHistoryLimit. The rest names the pods, their
     /// DNS and their storage, so it is fixed for the set's life.
+    /// The claim name of `template` for the pod with this ordinal: `<template>-<set>-<ordinal>`.
+    pub fn claim_name(&self, template: &PersistentVolumeClaim, ordinal: i32) -> String {
+        format!(
+            "{}-{}-{ordinal}",
+            template.metadata.name, self.metadata.name
+        )
+    }
+
+    /// `template` with a volume per claim template, named after it (replacing a volume of
+    /// that name, as Kubernetes does). Claim names are filled in per pod by the controller;
+    /// here they are the template names.
+    pub fn template_with_claims(&self, template: &PodTemplateSpec) -> PodTemplateSpec {
+        let mut template = template.clone();
+        for claim in &self.spec.volume_claim_templates {
+            let name = &claim.metadata.name;
+            let volume = Volume {
+                name: name.clone(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: name.clone(),
+                    read_only: false,
+                }),
+                ..Default::default()
+            };
+            let volumes = &mut template.spec.volumes;
+            match volumes.iter_mut().find(|v| &v.name == name) {
+                Some(existing) => *existing = volume,
+                None => volumes.push(volume),
+            }
+        }
+        template
+    }
+
     fn validate_update_fields(&self, old: &Self) -> Vec<Cause> {
         let (new, before) = (&self.spec, &old.spec);
         let mut causes: Vec<Cause> =

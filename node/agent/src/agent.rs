@@ -130,6 +130,8 @@ pub struct AgentCtx {
     pub hostnet: HostNet,
     /// ConfigMaps and Secrets for pods' env and volumes.
     pub config_sources: crate::config::ConfigSources,
+    /// Where pods' PersistentVolumeClaims are mounted from.
+    pub claims: crate::storage::Claims,
     nats: async_nats::Client,
     runtime: Arc<dyn Runtime>,
     poke: Notify,
@@ -408,6 +410,7 @@ pub async fn run(
         config: config.clone(),
         hostnet: hostnet.clone(),
         config_sources: crate::config::ConfigSources::new(&informers, &facts),
+        claims: crate::storage::Claims::new(&informers),
         nats: nats.clone(),
         runtime,
         poke: Notify::new(),
@@ -429,6 +432,16 @@ pub async fn run(
                 tracing::error!(error = %e, "pod CIDR unusable: no service proxy on this node")
             }
         }
+    }
+    // Hollow nodes have no disk to make volumes on: their claims stay Pending.
+    if let (false, Some(state_dir)) = (hollow, ctx.backend.state_dir()) {
+        let provisioner = crate::storage::provisioner::Provisioner::new(
+            nats.clone(),
+            &informers,
+            &config.node_name,
+            &state_dir,
+        );
+        extras.push(tokio::spawn(provisioner.run()));
     }
     if !hollow {
         let pod_informer = informers.get::<Pod>();

@@ -15,6 +15,8 @@
 //!   container with its preStop hook inside the grace period.
 //! - [`sidecars`]: the rules of restartable init containers (start order, readiness, stop
 //!   after the main containers).
+//! - [`storage`]: PersistentVolumeClaims: the directories pods mount, and the local-path
+//!   provisioner (volumes for claims placed here, their binding and reclaim).
 //! - [`termination`]: a container's termination message (its file, or its log's tail).
 //! - [`events`]: Events about this node's pods, sent as `pod-event` reports.
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
@@ -42,6 +44,7 @@ pub mod scrape;
 pub mod sidecars;
 pub mod spec;
 pub mod status;
+pub mod storage;
 pub mod telemetry;
 pub mod termination;
 pub mod traces;

@@ -1,5 +1,8 @@
 //! Translating a Pod into what the runtime needs: a sandbox spec and container specs.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
 use bus_schemas::kinds::container::Container;
 use bus_schemas::kinds::Pod;
 use shoal_node::container::{MountSource, MountSpec, Resources};
@@ -76,7 +79,12 @@ fn hostname(pod: &Pod) -> String {
 }
 
 /// The runtime's spec of one container, without its environment.
-pub fn container_spec(pod: &Pod, container: &Container) -> Result<ContainerSpec, ConfigError> {
+/// `claim_dirs` holds the host directory of each PersistentVolumeClaim volume, by volume name.
+pub fn container_spec(
+    pod: &Pod,
+    container: &Container,
+    claim_dirs: &BTreeMap<String, PathBuf>,
+) -> Result<ContainerSpec, ConfigError> {
     let mut spec = ContainerSpec::new(
         container.name.clone(),
         crate::registry::normalise(&container.image),
@@ -133,6 +141,14 @@ pub fn container_spec(pod: &Pod, container: &Container) -> Result<ContainerSpec,
             MountSource::EmptyDir(volume.name.clone())
         } else if let Some(host) = &volume.host_path {
             MountSource::HostPath(host.path.clone().into())
+        } else if volume.persistent_volume_claim.is_some() {
+            let dir = claim_dirs.get(&volume.name).ok_or_else(|| {
+                ConfigError(format!("volume {:?}: its claim is not bound", volume.name))
+            })?;
+            MountSource::PersistentVolume {
+                dir: dir.clone(),
+                sub_path: mount.sub_path.clone(),
+            }
         } else {
             return Err(ConfigError(format!(
                 "volume {:?} has no supported source",
@@ -143,7 +159,12 @@ pub fn container_spec(pod: &Pod, container: &Container) -> Result<ContainerSpec,
             source,
             destination: mount.mount_path.clone(),
             // The agent owns what configuration volumes hold, as in Kubernetes.
-            read_only: mount.read_only || crate::config::payload::is_config_volume(volume),
+            read_only: mount.read_only
+                || crate::config::payload::is_config_volume(volume)
+                || volume
+                    .persistent_volume_claim
+                    .as_ref()
+                    .is_some_and(|c| c.read_only),
         });
     }
     Ok(spec)

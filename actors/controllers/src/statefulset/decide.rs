@@ -199,8 +199,20 @@ pub fn decide(
 /// find it by name, ordinal and revision.
 pub fn pod_for(set: &StatefulSet, ordinal: i32, revision: &str, template: &PodTemplateSpec) -> Pod {
     let name = format!("{}-{ordinal}", set.metadata.name);
+    let mut template = set.template_with_claims(template);
+    for claim in &set.spec.volume_claim_templates {
+        let volume = template
+            .spec
+            .volumes
+            .iter_mut()
+            .find(|v| v.name == claim.metadata.name)
+            .and_then(|v| v.persistent_volume_claim.as_mut());
+        if let Some(source) = volume {
+            source.claim_name = set.claim_name(claim, ordinal);
+        }
+    }
     let mut pod = podutil::pod_from_template(
-        template,
+        &template,
         &set.metadata.namespace,
         "",
         podutil::controller_ref(set),

@@ -3,8 +3,11 @@
 //!
 //! - [`decide`]: the pure decision (set, pods, revisions, now → creates, deletes, status).
 //! - [`revisions`]: ControllerRevision naming, numbering and history pruning.
+//! - [`claims`]: the pods' PersistentVolumeClaims from `volumeClaimTemplates`, and the
+//!   retention policy as owner references.
 //! - [`reconcile`] performs both.
 
+pub mod claims;
 pub mod decide;
 pub mod revisions;
 
@@ -88,6 +91,23 @@ pub async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Ctx>) -> Result<Action, R
     };
     let d = decide(&set, &pods, current, update, podutil::now());
 
+    if !set.spec.volume_claim_templates.is_empty() {
+        let creating: Vec<i32> = d.create.iter().map(|(ordinal, _)| *ordinal).collect();
+        let wanted = set.first_ordinal()..set.first_ordinal() + set.replicas().max(0);
+        let existing: Vec<i32> = pods
+            .iter()
+            .filter_map(|p| ordinal_of(&set.metadata.name, p))
+            .filter(|i| wanted.contains(i))
+            .collect();
+        // A pod removed because the set shrank, not one replaced in place.
+        let condemned: Vec<Arc<Pod>> = pods
+            .iter()
+            .filter(|p| d.delete.contains(&p.metadata.name))
+            .filter(|p| ordinal_of(&set.metadata.name, p).is_some_and(|i| !wanted.contains(&i)))
+            .cloned()
+            .collect();
+        claims::sync(&ctx, &set, &creating, &existing, &condemned).await?;
+    }
     for name in &d.delete {
         crate::replicaset::delete_pod(&ctx, set.as_ref(), &ns, name).await?;
     }

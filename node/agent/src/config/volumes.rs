@@ -67,13 +67,14 @@ pub async fn prepare(
     volumes: Result<(), ConfigError>,
 ) -> Result<ContainerSpec, ConfigError> {
     volumes?;
+    let claim_dirs = ctx.claims.mounts(pod).await.map_err(ConfigError)?;
     let facts = node_facts(ctx, sandbox);
     let resolved = env::resolve(ctx, pod, container, &facts).await?;
     for message in &resolved.skipped {
         ctx.pod_event(pod, "Warning", "InvalidEnvironmentVariableNames", message)
             .await;
     }
-    let mut spec = spec::container_spec(pod, container)?;
+    let mut spec = spec::container_spec(pod, container, &claim_dirs)?;
     spec.env = resolved.vars;
     Ok(spec)
 }

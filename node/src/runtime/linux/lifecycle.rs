@@ -135,6 +135,29 @@ impl LinuxRuntime {
                     ensure_dir(&d)?;
                     sub_path_source(&d, path)?
                 }
+                MountSource::PersistentVolume { dir, sub_path } => {
+                    let provisioned = dir.starts_with(self.cfg.state_dir.join("volumes"))
+                        && !dir
+                            .components()
+                            .any(|c| c == std::path::Component::ParentDir);
+                    if !provisioned && !self.cfg.allow_host_path {
+                        return Err(Error::InvalidSpec(format!(
+                            "persistent volume {} is outside this node's volumes and hostPath is not allowed on this node",
+                            dir.display()
+                        )));
+                    }
+                    if !dir.is_absolute() || !dir.is_dir() {
+                        return Err(Error::InvalidSpec(format!(
+                            "persistent volume {} must be an existing absolute directory",
+                            dir.display()
+                        )));
+                    }
+                    if sub_path.is_empty() {
+                        dir.clone()
+                    } else {
+                        sub_path_source(dir, sub_path)?
+                    }
+                }
                 MountSource::HostPath(p) => {
                     if !self.cfg.allow_host_path {
                         return Err(Error::InvalidSpec(format!(

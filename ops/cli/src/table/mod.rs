@@ -11,6 +11,7 @@
 //! - `cluster`: Namespace, Node, Lease, PriorityClass and Event rows.
 //! - `autoscaling`: the HorizontalPodAutoscaler row.
 //! - `config`: ConfigMap and Secret rows.
+//! - `storage`: PersistentVolume, PersistentVolumeClaim and StorageClass rows.
 //! - `characterization` (tests): every kind in every layout, byte for byte, against
 //!   `testdata/get.golden`.
 //!
@@ -27,6 +28,7 @@ mod cluster;
 mod config;
 mod network;
 mod stateful;
+mod storage;
 mod workloads;
 
 #[cfg(test)]
