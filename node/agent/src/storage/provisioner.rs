@@ -167,7 +167,7 @@ pub fn new_volume(
     let spec = &mut pv.spec;
     spec.capacity = claim
         .request()
-        .map(|q| BTreeMap::from([("storage".to_string(), q.clone())]))
+        .map(|q| BTreeMap::from([("storage".to_string(), *q)]))
         .unwrap_or_default();
     spec.access_modes = claim.spec.access_modes.clone();
     spec.persistent_volume_reclaim_policy = class.reclaim_policy().to_string();
