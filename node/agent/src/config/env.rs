@@ -37,13 +37,14 @@ pub fn missing_key(kind: &str, name: &str, key: &str) -> ConfigError {
     ConfigError(format!("couldn't find key {key} in {kind} {name}"))
 }
 
-/// Values of one ConfigMap or Secret as text.
-pub async fn values(
+/// Raw key/value pairs of a ConfigMap (`data` and `binaryData`) or Secret, None when it
+/// does not exist: what environment variables and volume files are both made from.
+pub async fn object_values(
     ctx: &AgentCtx,
     namespace: &str,
     secret: bool,
     name: &str,
-) -> Result<Option<Vec<(String, String)>>, ConfigError> {
+) -> Result<Option<Vec<(String, Vec<u8>)>>, ConfigError> {
     let sources = &ctx.config_sources;
     if secret {
         let found = sources
@@ -53,22 +54,38 @@ pub async fn values(
         Ok(found.map(|s| {
             s.data
                 .iter()
-                .map(|(k, v)| (k.clone(), String::from_utf8_lossy(&v.0).into_owned()))
+                .map(|(k, v)| (k.clone(), v.0.clone()))
                 .collect()
         }))
     } else {
         Ok(sources.config_map(namespace, name).await.map(|cm| {
             cm.data
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .chain(
-                    cm.binary_data
-                        .iter()
-                        .map(|(k, v)| (k.clone(), String::from_utf8_lossy(&v.0).into_owned())),
-                )
+                .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
+                .chain(cm.binary_data.iter().map(|(k, v)| (k.clone(), v.0.clone())))
                 .collect()
         }))
     }
+}
+
+/// Values of one ConfigMap or Secret as text.
+pub async fn values(
+    ctx: &AgentCtx,
+    namespace: &str,
+    secret: bool,
+    name: &str,
+) -> Result<Option<Vec<(String, String)>>, ConfigError> {
+    let raw = object_values(ctx, namespace, secret, name).await?;
+    Ok(raw.map(|pairs| {
+        pairs
+            .into_iter()
+            .map(|(k, v)| {
+                let text = String::from_utf8(v)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                (k, text)
+            })
+            .collect()
+    }))
 }
 
 pub async fn resolve(

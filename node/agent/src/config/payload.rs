@@ -7,7 +7,7 @@ use bus_schemas::kinds::Pod;
 
 use super::atomic_writer::{File, Payload};
 use super::downward::{self, NodeFacts};
-use super::env::{missing, missing_key};
+use super::env::{missing, missing_key, object_values};
 use crate::agent::AgentCtx;
 use crate::spec::ConfigError;
 
@@ -21,36 +21,6 @@ pub fn is_config_volume(volume: &Volume) -> bool {
 
 fn mode(item: Option<i32>, default: Option<i32>) -> u32 {
     item.or(default).unwrap_or(DEFAULT_MODE) as u32 & 0o777
-}
-
-/// Raw key/value pairs of a ConfigMap or Secret, None when it does not exist.
-async fn object_values(
-    ctx: &AgentCtx,
-    namespace: &str,
-    secret: bool,
-    name: &str,
-) -> Result<Option<Vec<(String, Vec<u8>)>>, ConfigError> {
-    let sources = &ctx.config_sources;
-    if secret {
-        let found = sources
-            .secret(ctx, namespace, name)
-            .await
-            .map_err(ConfigError)?;
-        Ok(found.map(|s| {
-            s.data
-                .iter()
-                .map(|(k, v)| (k.clone(), v.0.clone()))
-                .collect()
-        }))
-    } else {
-        Ok(sources.config_map(namespace, name).await.map(|cm| {
-            cm.data
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
-                .chain(cm.binary_data.iter().map(|(k, v)| (k.clone(), v.0.clone())))
-                .collect()
-        }))
-    }
 }
 
 /// Adds the files of one ConfigMap or Secret source.
