@@ -242,21 +242,33 @@ fn claim(env: &Env, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
         .get("default", name)
 }
 
-#[actix::test]
-async fn each_pod_gets_its_claim_first_and_keeps_it() {
-    let (env, _c) = env().await;
-    let _node = node_sim(&env, |p| {
-        p.metadata.labels.get("app").is_some_and(|a| a == "db")
+/// Two-replica set `app` with a `data` claim template (whenScaled Retain), its pods run by a
+/// simulated node (kept running while the returned handle lives), once both are Ready.
+async fn two_ready_with_claims(
+    env: &Env,
+    app: &'static str,
+    mode: &str,
+    when_deleted: &str,
+) -> NodeSim {
+    let node = node_sim(env, move |p| {
+        p.metadata.labels.get("app").is_some_and(|a| a == app)
     });
-    let policy = serde_json::json!({"whenDeleted": "Delete", "whenScaled": "Retain"});
+    let policy = serde_json::json!({"whenDeleted": when_deleted, "whenScaled": "Retain"});
     env.api
-        .create(&with_claims(statefulset("db", 2, "OrderedReady"), policy))
+        .create(&with_claims(statefulset(app, 2, mode), policy))
         .await
         .unwrap();
     eventually("2/2 ready", T, || async {
-        set(&env, "db").await.status.ready_replicas == 2
+        set(env, app).await.status.ready_replicas == 2
     })
     .await;
+    node
+}
+
+#[actix::test]
+async fn each_pod_gets_its_claim_first_and_keeps_it() {
+    let (env, _c) = env().await;
+    let _node = two_ready_with_claims(&env, "db", "OrderedReady", "Delete").await;
     let set_uid = set(&env, "db").await.metadata.uid;
     for i in 0..2 {
         let name = format!("data-db-{i}");
@@ -324,18 +336,7 @@ async fn each_pod_gets_its_claim_first_and_keeps_it() {
 #[actix::test]
 async fn retained_claims_outlive_a_scale_down_and_a_bad_template_is_refused() {
     let (env, _c) = env().await;
-    let _node = node_sim(&env, |p| {
-        p.metadata.labels.get("app").is_some_and(|a| a == "kv")
-    });
-    let policy = serde_json::json!({"whenDeleted": "Retain", "whenScaled": "Retain"});
-    env.api
-        .create(&with_claims(statefulset("kv", 2, "Parallel"), policy))
-        .await
-        .unwrap();
-    eventually("2/2 ready", T, || async {
-        set(&env, "kv").await.status.ready_replicas == 2
-    })
-    .await;
+    let _node = two_ready_with_claims(&env, "kv", "Parallel", "Retain").await;
     let mut s = set(&env, "kv").await;
     s.spec.replicas = Some(1);
     env.api.update(&s).await.unwrap();
