@@ -19,7 +19,8 @@
 //! - [`scale`], [`logs`], [`metrics`]: the scale and log subresources, `metrics.k8s.io`.
 //! - [`exec`]: `pods/exec` over WebSocket (remote-command v5/v4) through the agent's exec.
 //! - [`watch`]: watch streams from a resourceVersion, bookmarks, 410 Expired.
-//! - [`table`]: server-side printing (Tables) per kind.
+//! - [`table`]: server-side printing: `shoal-tables`' rows (the same as `shoal get`'s) as
+//!   Kubernetes Tables.
 //! - [`bus`]: untyped bus requests; client JSON into typed, strictly checked msgpack.
 //! - [`http`]: request, responses, content negotiation, Status errors.
 //! - [`protobuf`]: the protobuf bodies kubectl's typed clients send (autoscale's HPA).

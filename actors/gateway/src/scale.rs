@@ -9,7 +9,52 @@ use crate::bus::Bus;
 use crate::http::{self, Request, Response};
 use crate::objects::{apply_patch, merge_patch, parse_body, PatchType};
 use crate::resources::RestResource;
-use crate::table::selector_text;
+
+/// A label selector (`matchLabels` + `matchExpressions`) in the selector grammar, as Scale's
+/// `status.selector` carries it.
+fn selector_text(sel: Option<&Value>) -> String {
+    let Some(sel) = sel else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    let labels = label_map_text(sel.get("matchLabels"));
+    if !labels.is_empty() {
+        parts.push(labels);
+    }
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let field = |name: &str| e.get(name).and_then(Value::as_str).unwrap_or("");
+        let key = field("key");
+        parts.push(match field("operator") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            op => format!("{key} {op} ({})", values.join(",")),
+        });
+    }
+    parts.join(",")
+}
+
+fn label_map_text(map: Option<&Value>) -> String {
+    map.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
 
 pub fn serves(r: &RestResource) -> bool {
     matches!(r.kind(), "Deployment" | "ReplicaSet")
@@ -85,5 +130,17 @@ pub async fn handle(bus: &Bus, req: &Request, r: &RestResource, ns: &str, name: 
     match merge_patch(bus, r, ns, name, &patch).await {
         Ok(obj) => http::json_with(StatusCode::OK, "application/json", &scale_of(&obj)),
         Err(s) => http::status(&s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_print_in_kubectl_syntax() {
+        let sel = json!({"matchLabels": {"app": "web"},
+                         "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]});
+        assert_eq!(selector_text(Some(&sel)), "app=web,tier in (a,b)");
     }
 }

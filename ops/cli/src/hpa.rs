@@ -1,7 +1,6 @@
-//! HorizontalPodAutoscalers on the command line, as kubectl shows them: the `get hpa` row
-//! (REFERENCE, TARGETS such as `cpu: 73%/60%`, MINPODS, MAXPODS, REPLICAS, AGE), the lines
-//! `describe hpa` adds (every metric's current and target value, the conditions), and
-//! `shoal autoscale`.
+//! HorizontalPodAutoscalers on the command line, as kubectl shows them: the lines `describe
+//! hpa` adds (every metric's current and target value, the conditions), and `shoal
+//! autoscale`. The `get hpa` row, TARGETS included, is `shoal_tables`'.
 
 use anyhow::{bail, Result};
 use bus_schemas::kinds::hpa::{
@@ -9,6 +8,7 @@ use bus_schemas::kinds::hpa::{
     MetricTarget, ResourceMetricSource,
 };
 use serde_json::Value;
+use shoal_tables::metric_values;
 
 use crate::cli::AutoscaleArgs;
 use crate::kinds;
@@ -20,106 +20,6 @@ fn text(v: &Value, pointer: &str) -> String {
         Some(Value::Number(n)) => n.to_string(),
         _ => String::new(),
     }
-}
-
-/// The current and target side of one metric, kubectl's way: `73%` and `60%`, `120m` and
-/// `100m`, `<unknown>`, and `(avg)` after per-replica targets of External metrics.
-fn metric_values(spec: &Value, status: Option<&Value>) -> (String, String) {
-    let type_ = text(spec, "/type");
-    let source = match type_.as_str() {
-        "Resource" => "resource",
-        "ContainerResource" => "containerResource",
-        "Pods" => "pods",
-        "Object" => "object",
-        "External" => "external",
-        _ => return ("<unknown>".into(), "<unknown>".into()),
-    };
-    let target = spec
-        .pointer(&format!("/{source}/target"))
-        .cloned()
-        .unwrap_or_default();
-    let current = status
-        .and_then(|s| s.pointer(&format!("/{source}/current")))
-        .cloned()
-        .unwrap_or_default();
-    let or_unknown = |s: String| {
-        if s.is_empty() {
-            "<unknown>".to_string()
-        } else {
-            s
-        }
-    };
-    let (cur, tgt) = match text(&target, "/type").as_str() {
-        "Utilization" => {
-            let cur = text(&current, "/averageUtilization");
-            (
-                or_unknown(if cur.is_empty() {
-                    cur
-                } else {
-                    format!("{cur}%")
-                }),
-                format!("{}%", text(&target, "/averageUtilization")),
-            )
-        }
-        "Value" => (
-            or_unknown(text(&current, "/value")),
-            text(&target, "/value"),
-        ),
-        _ => {
-            let avg = if type_ == "External" || type_ == "Object" {
-                " (avg)"
-            } else {
-                ""
-            };
-            (
-                or_unknown(text(&current, "/averageValue")),
-                format!("{}{avg}", text(&target, "/averageValue")),
-            )
-        }
-    };
-    (cur, tgt)
-}
-
-/// `cpu: 73%/60%` (resource metrics are named, others not), as the TARGETS column shows.
-fn metric_pair(spec: &Value, status: Option<&Value>) -> String {
-    let (cur, tgt) = metric_values(spec, status);
-    let prefix = match text(spec, "/type").as_str() {
-        "Resource" => format!("{}: ", text(spec, "/resource/name")),
-        "ContainerResource" => format!(
-            "{}/{}: ",
-            text(spec, "/containerResource/container"),
-            text(spec, "/containerResource/name")
-        ),
-        _ => String::new(),
-    };
-    format!("{prefix}{cur}/{tgt}")
-}
-
-/// The TARGETS column: every metric, the first two shown as kubectl does.
-pub fn targets(hpa: &Value) -> String {
-    let specs = hpa
-        .pointer("/spec/metrics")
-        .and_then(|m| m.as_array())
-        .cloned()
-        .unwrap_or_default();
-    let statuses = hpa
-        .pointer("/status/currentMetrics")
-        .and_then(|m| m.as_array())
-        .cloned()
-        .unwrap_or_default();
-    if specs.is_empty() {
-        return "<none>".into();
-    }
-    let mut pairs: Vec<String> = specs
-        .iter()
-        .enumerate()
-        .take(2)
-        .map(|(i, spec)| metric_pair(spec, statuses.get(i)))
-        .collect();
-    if specs.len() > 2 {
-        pairs.push(format!("+ {} more...", specs.len() - 2));
-    }
-    pairs.join(", ")
 }
 
 /// What `describe hpa` shows beyond the object itself.

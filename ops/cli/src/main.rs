@@ -7,9 +7,9 @@
 //! - `describe_pod`: `describe pod`'s container sections (state, last state, termination
 //!   message), as kubectl lays them out.
 //! - `create`: objects from the command line (`configmap`, `secret`, `job --from=cronjob/`).
-//! - `table`: kubectl's table columns, one typed row function per kind (`table::Row`: headers
-//!   with `-o wide` ones marked, and cells), written to be reused by other printers (the
-//!   gateway's Kubernetes Tables, new kinds' rows); `output`: yaml/json/name printers.
+//! - `table`: kubectl's table layout (`-o wide`, `-A`, `--show-labels`) of the rows the
+//!   `shoal-tables` crate computes per kind (the gateway's Tables use the same rows);
+//!   `output`: yaml/json/name printers.
 //! - `kinds`: resolving kind names people type (`po`, `deploy,svc`).
 //! - `remote`: untyped requests to the API (objects as JSON values).
 //! - `rollout`, `scale`, `nodes`: workload commands (rollout, scale, cordon/uncordon/drain).

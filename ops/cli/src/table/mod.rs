@@ -1,165 +1,26 @@
-//! `shoal get`'s tables: kubectl's columns for every kind, computed from typed objects.
+//! `shoal get`'s tables: kubectl's layout (`-o wide`, `-A`, `--show-labels`, `--no-headers`)
+//! of the rows `shoal_tables` computes per kind, which the gateway's server-side Tables are
+//! made of too.
 //!
 //! # Layout
-//! - this module: [`Column`] and the [`Row`] trait, the dispatch from a kind name to its row
-//!   ([`columns`], [`cells`]), and [`Table`] (`-o wide`, `-A`, `--show-labels`, rendering).
-//! - `cells`: how values read in a cell (ages, `<none>`, label maps, selectors).
-//! - `workloads`: Pod, ReplicaSet, Deployment, DaemonSet and Job rows.
-//! - `batch`: the CronJob row.
-//! - `stateful`: StatefulSet and ControllerRevision rows.
-//! - `network`: Service and Endpoints rows.
-//! - `cluster`: Namespace, Node, Lease, PriorityClass and Event rows.
-//! - `autoscaling`: the HorizontalPodAutoscaler row.
-//! - `config`: ConfigMap and Secret rows.
-//! - `storage`: PersistentVolume, PersistentVolumeClaim and StorageClass rows.
+//! - this module: [`Table`] (which columns show, the NAMESPACE and LABELS columns, padding)
+//!   and [`build`], from a kind's objects.
 //! - `characterization` (tests): every kind in every layout, byte for byte, against
 //!   `testdata/get.golden`.
-//!
-//! Each kind's row is `Row::COLUMNS` (headers, `-o wide` ones marked) and `Row::cells` (every
-//! column, wide ones included, in that order), from the kind's bus-schemas type and a clock.
-//! That is all another printer needs: a Kubernetes Table is the same columns with `wide` as
-//! priority 1. The row modules depend only on bus-schemas and chrono, so they can move into a
-//! library crate unchanged when a second crate prints tables.
-
-mod autoscaling;
-mod batch;
-mod cells;
-mod cluster;
-mod config;
-mod network;
-mod stateful;
-mod storage;
-mod workloads;
+//! - `parity` (tests): every kind's headers here equal the gateway's Table columns (priority
+//!   0 and 1), but for the columns `shoal_tables` marks as one printer's.
 
 #[cfg(test)]
 mod characterization;
+#[cfg(test)]
+mod parity;
 
-use bus_schemas::{with_kind, ObjectMeta, Resource, Time};
-use chrono::{DateTime, Utc};
+use bus_schemas::Time;
+use chrono::Utc;
 use serde_json::Value;
+use shoal_tables::{Column, RowError};
 
-pub use cells::age;
-pub use workloads::pod_status;
-
-/// One column of a kind's table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Column {
-    pub header: &'static str,
-    /// Shown only with `-o wide` (priority 1 in a Kubernetes Table).
-    pub wide: bool,
-}
-
-impl Column {
-    pub const fn normal(header: &'static str) -> Self {
-        Column {
-            header,
-            wide: false,
-        }
-    }
-
-    pub const fn wide(header: &'static str) -> Self {
-        Column { header, wide: true }
-    }
-}
-
-/// A kind that prints as one table row per object.
-pub trait Row: Resource {
-    /// Every column, `-o wide` ones included, in kubectl's order.
-    const COLUMNS: &'static [Column];
-
-    /// One cell per entry of [`Row::COLUMNS`], in that order; `now` is what ages are measured
-    /// against.
-    fn cells(&self, now: Time) -> Vec<String>;
-}
-
-/// Why an object could not be read as its kind: the field and what was wrong with it.
-#[derive(Debug, thiserror::Error)]
-#[error("{kind} {name}: {field}: {message}")]
-pub struct RowError {
-    pub kind: String,
-    /// `namespace/name`, or `name` for cluster-scoped objects.
-    pub name: String,
-    /// The field path, as in `spec.containers[0].restartCount`.
-    pub field: String,
-    pub message: String,
-}
-
-/// Kinds this CLI does not know print their name and age.
-const UNKNOWN_KIND_COLUMNS: &[Column] = &[Column::normal("NAME"), Column::normal("AGE")];
-
-/// The columns of `kind`'s table, wide ones included.
-pub fn columns(kind: &str) -> &'static [Column] {
-    with_kind!(kind, K => K::COLUMNS, _ => UNKNOWN_KIND_COLUMNS)
-}
-
-/// The cells of one object, one per entry of [`columns`] of its kind.
-pub fn cells(kind: &str, object: &Value, now: Time) -> Result<Vec<String>, RowError> {
-    with_kind!(
-        kind,
-        K => decode::<K>(kind, object).map(|typed| typed.cells(now)),
-        _ => Ok(vec![untyped_name(object), untyped_age(object, now)])
-    )
-}
-
-fn decode<K: Row>(kind: &str, object: &Value) -> Result<K, RowError> {
-    serde_path_to_error::deserialize(object).map_err(|e| RowError {
-        kind: kind.to_string(),
-        name: untyped_qualified_name(object),
-        field: e.path().to_string(),
-        message: e.inner().to_string(),
-    })
-}
-
-/// Cells of an object that failed to decode: what its metadata still tells, and a marker in
-/// every column that would have needed the rest.
-fn undecodable_cells(columns: &[Column], object: &Value, now: Time) -> Vec<String> {
-    columns
-        .iter()
-        .map(|c| match c.header {
-            "NAME" => untyped_name(object),
-            "AGE" => untyped_age(object, now),
-            _ => "<invalid>".into(),
-        })
-        .collect()
-}
-
-fn untyped_str<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-fn untyped_name(object: &Value) -> String {
-    untyped_str(object, "/metadata/name").to_string()
-}
-
-fn untyped_qualified_name(object: &Value) -> String {
-    match untyped_str(object, "/metadata/namespace") {
-        "" => untyped_name(object),
-        namespace => format!("{namespace}/{}", untyped_name(object)),
-    }
-}
-
-fn untyped_age(object: &Value, now: Time) -> String {
-    let created = DateTime::parse_from_rfc3339(untyped_str(object, "/metadata/creationTimestamp"))
-        .ok()
-        .map(|t| t.with_timezone(&Utc));
-    age(created, now)
-}
-
-/// The metadata the NAMESPACE and LABELS columns read; a best effort for an object whose
-/// metadata does not decode either.
-fn metadata_of(object: &Value) -> ObjectMeta {
-    object
-        .get("metadata")
-        .and_then(|m| serde_json::from_value(m.clone()).ok())
-        .unwrap_or_else(|| ObjectMeta {
-            name: untyped_name(object),
-            namespace: untyped_str(object, "/metadata/namespace").to_string(),
-            ..Default::default()
-        })
-}
+pub use shoal_tables::pod_status;
 
 pub struct Table {
     pub headers: Vec<String>,
@@ -253,40 +114,36 @@ pub fn build_at(
     show_labels: bool,
     now: Time,
 ) -> Table {
-    let all_columns = columns(kind);
-    let shown = |index: usize| wide || !all_columns[index].wide;
+    let all_columns = shoal_tables::columns(kind);
+    let shown = |column: &Column| column.in_shoal_get() && (wide || !column.wide);
     let mut headers: Vec<String> = Vec::new();
     if namespaced_column {
         headers.push("NAMESPACE".into());
     }
-    headers.extend(
-        (0..all_columns.len())
-            .filter(|&i| shown(i))
-            .map(|i| all_columns[i].header.to_string()),
-    );
+    headers.extend(all_columns.iter().filter(|c| shown(c)).map(Column::header));
     if show_labels {
         headers.push("LABELS".into());
     }
     let mut table = Table::new(headers, Vec::with_capacity(objects.len()));
     for object in objects {
-        let all_cells = cells(kind, object, now).unwrap_or_else(|problem| {
+        let all_cells = shoal_tables::cells(kind, object, now).unwrap_or_else(|problem| {
             table.problems.push(problem);
-            undecodable_cells(all_columns, object, now)
+            shoal_tables::undecodable_cells(kind, object, now)
         });
-        let metadata = metadata_of(object);
+        let metadata = shoal_tables::metadata_of(object);
         let mut row = Vec::with_capacity(table.headers.len());
         if namespaced_column {
             row.push(metadata.namespace.clone());
         }
         row.extend(
-            all_cells
-                .into_iter()
-                .enumerate()
-                .filter(|&(i, _)| shown(i))
-                .map(|(_, cell)| cell),
+            all_columns
+                .iter()
+                .zip(all_cells)
+                .filter(|(column, _)| shown(column))
+                .map(|(_, cell)| cell.to_string()),
         );
         if show_labels {
-            row.push(cells::map_text(&metadata.labels));
+            row.push(shoal_tables::map_text(&metadata.labels));
         }
         table.rows.push(row);
     }
@@ -296,24 +153,13 @@ pub fn build_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bus_schemas::kinds::KINDS;
+    use chrono::DateTime;
     use serde_json::json;
 
     fn now() -> Time {
         DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z")
             .unwrap()
             .with_timezone(&Utc)
-    }
-
-    #[test]
-    fn every_kind_has_a_row_whose_cells_match_its_columns() {
-        for info in KINDS {
-            let columns = columns(info.kind);
-            assert_ne!(columns, UNKNOWN_KIND_COLUMNS, "{} has no row", info.kind);
-            let minimal = json!({"metadata": {"name": "x"}, "value": 1});
-            let cells = cells(info.kind, &minimal, now()).unwrap();
-            assert_eq!(cells.len(), columns.len(), "{}", info.kind);
-        }
     }
 
     #[test]

@@ -4,38 +4,38 @@ use bus_schemas::kinds::{ConfigMap, Secret};
 use bus_schemas::Time;
 
 use super::cells::age;
-use super::{Column, Row};
+use super::{Cell, Column, Row};
 
 impl Row for ConfigMap {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("DATA"),
-        Column::normal("AGE"),
+        Column::normal("Name"),
+        Column::normal("Data").integer(),
+        Column::normal("Age"),
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         vec![
-            self.metadata.name.clone(),
-            (self.data.len() + self.binary_data.len()).to_string(),
-            age(self.metadata.creation_timestamp, now),
+            self.metadata.name.as_str().into(),
+            (self.data.len() + self.binary_data.len()).into(),
+            age(self.metadata.creation_timestamp, now).into(),
         ]
     }
 }
 
 impl Row for Secret {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("TYPE"),
-        Column::normal("DATA"),
-        Column::normal("AGE"),
+        Column::normal("Name"),
+        Column::normal("Type"),
+        Column::normal("Data").integer(),
+        Column::normal("Age"),
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         vec![
-            self.metadata.name.clone(),
-            self.type_.clone(),
-            self.data.len().to_string(),
-            age(self.metadata.creation_timestamp, now),
+            self.metadata.name.as_str().into(),
+            self.type_.as_str().into(),
+            self.data.len().into(),
+            age(self.metadata.creation_timestamp, now).into(),
         ]
     }
 }
@@ -53,7 +53,10 @@ mod tests {
         cm.metadata.creation_timestamp = Some(now - chrono::Duration::seconds(90));
         cm.data.insert("a".into(), "1".into());
         cm.binary_data.insert("b".into(), ByteString::from("2"));
-        assert_eq!(cm.cells(now), ["app-config", "2", "90s"]);
+        assert_eq!(
+            cm.cells(now),
+            [Cell::from("app-config"), Cell::from(2), Cell::from("90s")]
+        );
         let mut secret = Secret::default();
         secret.metadata.name = "db".into();
         secret.type_ = "Opaque".into();
@@ -61,7 +64,7 @@ mod tests {
             .data
             .insert("password".into(), ByteString::from("hunter2"));
         let cells = secret.cells(now);
-        assert_eq!(cells[..3], ["db", "Opaque", "1"]);
-        assert!(!cells.concat().contains("hunter2"));
+        assert_eq!(cells[..3], [Cell::from("db"), "Opaque".into(), 1.into()]);
+        assert!(!cells.iter().any(|c| c.to_string().contains("hunter2")));
     }
 }

@@ -4,36 +4,37 @@ use bus_schemas::kinds::{Endpoints, Service};
 use bus_schemas::Time;
 
 use super::cells::{age, map_text, or_none};
-use super::{Column, Row};
+use super::{Cell, Column, Row};
 
 /// kubectl shows this many endpoints, then counts the rest.
 const ENDPOINTS_SHOWN: usize = 3;
 
 impl Row for Service {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("TYPE"),
-        Column::normal("CLUSTER-IP"),
-        Column::normal("EXTERNAL-IP"),
-        Column::normal("PORT(S)"),
-        Column::normal("AGE"),
-        Column::wide("SELECTOR"),
+        Column::normal("Name"),
+        Column::normal("Type"),
+        Column::normal("Cluster-IP"),
+        Column::normal("External-IP"),
+        Column::normal("Port(s)"),
+        Column::normal("Age"),
+        Column::wide("Selector"),
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         vec![
-            self.metadata.name.clone(),
-            or_none(&self.spec.type_),
-            or_none(&self.spec.cluster_ip),
+            self.metadata.name.as_str().into(),
+            or_none(&self.spec.type_).into(),
+            or_none(&self.spec.cluster_ip).into(),
             "<none>".into(),
-            service_ports(self),
-            age(self.metadata.creation_timestamp, now),
-            map_text(&self.spec.selector),
+            service_ports(self).into(),
+            age(self.metadata.creation_timestamp, now).into(),
+            map_text(&self.spec.selector).into(),
         ]
     }
 }
 
-/// `80/TCP,53/UDP`; a port without a protocol is TCP, Kubernetes' default.
+/// `80/TCP,53/UDP`, `80:30080/TCP` with a node port; a port without a protocol is TCP,
+/// Kubernetes' default.
 fn service_ports(svc: &Service) -> String {
     let parts: Vec<String> = svc
         .spec
@@ -45,7 +46,10 @@ fn service_ports(svc: &Service) -> String {
             } else {
                 &p.protocol
             };
-            format!("{}/{protocol}", p.port)
+            match p.node_port {
+                0 => format!("{}/{protocol}", p.port),
+                node_port => format!("{}:{node_port}/{protocol}", p.port),
+            }
         })
         .collect();
     or_none(&parts.join(","))
@@ -53,16 +57,16 @@ fn service_ports(svc: &Service) -> String {
 
 impl Row for Endpoints {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("ENDPOINTS"),
-        Column::normal("AGE"),
+        Column::normal("Name"),
+        Column::normal("Endpoints"),
+        Column::normal("Age"),
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         vec![
-            self.metadata.name.clone(),
-            endpoints_text(self),
-            age(self.metadata.creation_timestamp, now),
+            self.metadata.name.as_str().into(),
+            endpoints_text(self).into(),
+            age(self.metadata.creation_timestamp, now).into(),
         ]
     }
 }

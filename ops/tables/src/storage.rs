@@ -5,7 +5,7 @@ use bus_schemas::kinds::{PersistentVolume, PersistentVolumeClaim, StorageClass};
 use bus_schemas::Time;
 
 use super::cells::age;
-use super::{Column, Row};
+use super::{Cell, Column, Row};
 
 /// kubectl's short forms (`RWO,ROX`), in the order the object lists them.
 pub fn access_modes_text(modes: &[String]) -> String {
@@ -27,20 +27,20 @@ const UNSET: &str = "<unset>";
 
 impl Row for PersistentVolume {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("CAPACITY"),
-        Column::normal("ACCESS MODES"),
-        Column::normal("RECLAIM POLICY"),
-        Column::normal("STATUS"),
-        Column::normal("CLAIM"),
-        Column::normal("STORAGECLASS"),
-        Column::normal("VOLUMEATTRIBUTESCLASS"),
-        Column::normal("REASON"),
-        Column::normal("AGE"),
-        Column::wide("VOLUMEMODE"),
+        Column::normal("Name"),
+        Column::normal("Capacity"),
+        Column::normal("Access Modes"),
+        Column::normal("Reclaim Policy"),
+        Column::normal("Status"),
+        Column::normal("Claim"),
+        Column::normal("StorageClass"),
+        Column::normal("VolumeAttributesClass"),
+        Column::normal("Reason"),
+        Column::normal("Age"),
+        Column::wide("VolumeMode"),
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         let claim = self
             .spec
             .claim_ref
@@ -48,35 +48,38 @@ impl Row for PersistentVolume {
             .map(|r| format!("{}/{}", r.namespace, r.name))
             .unwrap_or_default();
         vec![
-            self.metadata.name.clone(),
-            self.capacity().map(|q| q.to_string()).unwrap_or_default(),
-            access_modes_text(&self.spec.access_modes),
-            self.spec.persistent_volume_reclaim_policy.clone(),
-            self.status.phase.clone(),
-            claim,
-            self.spec.storage_class_name.clone(),
+            self.metadata.name.as_str().into(),
+            self.capacity()
+                .map(|q| q.to_string())
+                .unwrap_or_default()
+                .into(),
+            access_modes_text(&self.spec.access_modes).into(),
+            self.spec.persistent_volume_reclaim_policy.as_str().into(),
+            self.status.phase.as_str().into(),
+            claim.into(),
+            self.spec.storage_class_name.as_str().into(),
             UNSET.into(),
-            self.status.reason.clone(),
-            age(self.metadata.creation_timestamp, now),
-            self.spec.volume_mode.clone(),
+            self.status.reason.as_str().into(),
+            age(self.metadata.creation_timestamp, now).into(),
+            self.spec.volume_mode.as_str().into(),
         ]
     }
 }
 
 impl Row for PersistentVolumeClaim {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("STATUS"),
-        Column::normal("VOLUME"),
-        Column::normal("CAPACITY"),
-        Column::normal("ACCESS MODES"),
-        Column::normal("STORAGECLASS"),
-        Column::normal("VOLUMEATTRIBUTESCLASS"),
-        Column::normal("AGE"),
-        Column::wide("VOLUMEMODE"),
+        Column::normal("Name"),
+        Column::normal("Status"),
+        Column::normal("Volume"),
+        Column::normal("Capacity"),
+        Column::normal("Access Modes"),
+        Column::normal("StorageClass"),
+        Column::normal("VolumeAttributesClass"),
+        Column::normal("Age"),
+        Column::wide("VolumeMode"),
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         // Like kubectl, capacity and modes are what the bound volume gives, not the request.
         let capacity = self
             .status
@@ -85,44 +88,49 @@ impl Row for PersistentVolumeClaim {
             .map(|q| q.to_string())
             .unwrap_or_default();
         vec![
-            self.metadata.name.clone(),
-            self.status.phase.clone(),
-            self.spec.volume_name.clone(),
-            capacity,
-            access_modes_text(&self.status.access_modes),
-            self.class().to_string(),
+            self.metadata.name.as_str().into(),
+            self.status.phase.as_str().into(),
+            self.spec.volume_name.as_str().into(),
+            capacity.into(),
+            access_modes_text(&self.status.access_modes).into(),
+            self.class().into(),
             UNSET.into(),
-            age(self.metadata.creation_timestamp, now),
-            self.spec.volume_mode.clone(),
+            age(self.metadata.creation_timestamp, now).into(),
+            self.spec.volume_mode.as_str().into(),
         ]
     }
 }
 
 impl Row for StorageClass {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("PROVISIONER"),
-        Column::normal("RECLAIMPOLICY"),
-        Column::normal("VOLUMEBINDINGMODE"),
-        Column::normal("ALLOWVOLUMEEXPANSION"),
-        Column::normal("AGE"),
+        Column::normal("Name"),
+        Column::normal("Provisioner"),
+        Column::normal("ReclaimPolicy"),
+        Column::normal("VolumeBindingMode"),
+        Column::normal("AllowVolumeExpansion"),
+        Column::normal("Age"),
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         let name = if self.is_default() {
             format!("{} (default)", self.metadata.name)
         } else {
             self.metadata.name.clone()
         };
         vec![
-            name,
-            self.provisioner.clone(),
-            self.reclaim_policy().to_string(),
+            name.into(),
+            self.provisioner.as_str().into(),
+            self.reclaim_policy().into(),
             self.volume_binding_mode
-                .clone()
-                .unwrap_or_else(|| "Immediate".into()),
-            self.allow_volume_expansion.unwrap_or(false).to_string(),
-            age(self.metadata.creation_timestamp, now),
+                .as_deref()
+                .unwrap_or("Immediate")
+                .into(),
+            // A string column upstream, not a boolean one.
+            self.allow_volume_expansion
+                .unwrap_or(false)
+                .to_string()
+                .into(),
+            age(self.metadata.creation_timestamp, now).into(),
         ]
     }
 }

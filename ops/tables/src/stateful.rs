@@ -5,40 +5,40 @@ use bus_schemas::kinds::{ControllerRevision, StatefulSet};
 use bus_schemas::Time;
 
 use super::cells::age;
-use super::{Column, Row};
+use super::{Cell, Column, Row};
 
 impl Row for StatefulSet {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("READY"),
-        Column::normal("AGE"),
-        Column::wide("CONTAINERS"),
-        Column::wide("IMAGES"),
+        Column::normal("Name"),
+        Column::normal("Ready"),
+        Column::normal("Age"),
+        Column::wide("Containers"),
+        Column::wide("Images"),
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         let containers = &self.spec.template.spec.containers;
         let names: Vec<&str> = containers.iter().map(|c| c.name.as_str()).collect();
         let images: Vec<&str> = containers.iter().map(|c| c.image.as_str()).collect();
         vec![
-            self.metadata.name.clone(),
-            format!("{}/{}", self.status.ready_replicas, self.replicas()),
-            age(self.metadata.creation_timestamp, now),
-            names.join(","),
-            images.join(","),
+            self.metadata.name.as_str().into(),
+            format!("{}/{}", self.status.ready_replicas, self.replicas()).into(),
+            age(self.metadata.creation_timestamp, now).into(),
+            names.join(",").into(),
+            images.join(",").into(),
         ]
     }
 }
 
 impl Row for ControllerRevision {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("CONTROLLER"),
-        Column::normal("REVISION"),
-        Column::normal("AGE"),
+        Column::normal("Name"),
+        Column::normal("Controller"),
+        Column::normal("Revision").integer(),
+        Column::normal("Age"),
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         let controller = self.metadata.controller_ref().map_or_else(
             || "<none>".to_string(),
             |r| {
@@ -51,10 +51,10 @@ impl Row for ControllerRevision {
             },
         );
         vec![
-            self.metadata.name.clone(),
-            controller,
-            self.revision.to_string(),
-            age(self.metadata.creation_timestamp, now),
+            self.metadata.name.as_str().into(),
+            controller.into(),
+            self.revision.into(),
+            age(self.metadata.creation_timestamp, now).into(),
         ]
     }
 }

@@ -5,31 +5,34 @@ use bus_schemas::kinds::{DaemonSet, Deployment, Job, Pod, PodTemplateSpec, Repli
 use bus_schemas::selector::LabelSelector;
 use bus_schemas::{Condition, Time};
 
-use super::cells::{age, map_text, or_none, selector_text};
-use super::{Column, Row};
+use super::cells::{age, map_text, or_none, selector_grammar, selector_text};
+use super::{Cell, Column, Row};
 
 impl Row for Pod {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("READY"),
-        Column::normal("STATUS"),
-        Column::normal("RESTARTS"),
-        Column::normal("AGE"),
+        Column::normal("Name"),
+        Column::normal("Ready"),
+        Column::normal("Status"),
+        Column::normal("Restarts"),
+        Column::normal("Age"),
         Column::wide("IP"),
-        Column::wide("NODE"),
-        Column::wide("NOMINATED NODE"),
+        Column::wide("Node"),
+        Column::wide("Nominated Node"),
+        // Shoal has no readiness gates.
+        Column::wide("Readiness Gates").kubernetes_only(),
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         vec![
-            self.metadata.name.clone(),
-            pod_ready(self),
-            pod_status(self),
-            pod_restarts(self),
-            age(self.metadata.creation_timestamp, now),
-            or_none(&self.status.pod_ip),
-            or_none(&self.spec.node_name),
-            or_none(&self.status.nominated_node_name),
+            self.metadata.name.as_str().into(),
+            pod_ready(self).into(),
+            pod_status(self).into(),
+            pod_restarts(self).into(),
+            age(self.metadata.creation_timestamp, now).into(),
+            or_none(&self.status.pod_ip).into(),
+            or_none(&self.spec.node_name).into(),
+            or_none(&self.status.nominated_node_name).into(),
+            "<none>".into(),
         ]
     }
 }
@@ -118,42 +121,69 @@ fn pod_restarts(pod: &Pod) -> String {
     total.to_string()
 }
 
-/// The `-o wide` columns ReplicaSets and Deployments share.
-const WORKLOAD_WIDE: [Column; 3] = [
-    Column::wide("CONTAINERS"),
-    Column::wide("IMAGES"),
-    Column::wide("SELECTOR"),
+/// The `-o wide` columns of the kinds that run a pod template under a selector.
+///
+/// NOTE: SELECTOR twice. `shoal get` prints expressions as written (`tier In (a,b)`, pinned by
+/// its golden file), a Kubernetes server in the selector grammar (`tier in (a,b)`); each
+/// printer keeps its own until `shoal get` is changed to the grammar.
+pub(crate) const WORKLOAD_WIDE: [Column; 4] = [
+    Column::wide("Containers"),
+    Column::wide("Images"),
+    Column::wide("Selector").shoal_only(),
+    Column::wide("Selector").kubernetes_only(),
 ];
 
-fn workload_wide_cells(
+/// The cells of [`WORKLOAD_WIDE`].
+pub(crate) fn workload_wide_cells(
     template: &PodTemplateSpec,
     selector: Option<&LabelSelector>,
-) -> [String; 3] {
+) -> [Cell; 4] {
     let containers = &template.spec.containers;
     let names: Vec<&str> = containers.iter().map(|c| c.name.as_str()).collect();
     let images: Vec<&str> = containers.iter().map(|c| c.image.as_str()).collect();
-    [names.join(","), images.join(","), selector_text(selector)]
+    [
+        names.join(",").into(),
+        images.join(",").into(),
+        selector_text(selector).into(),
+        selector_grammar(selector).into(),
+    ]
+}
+
+/// The wide columns of DaemonSets and Jobs, which only a Kubernetes server has printed.
+const SERVER_WORKLOAD_WIDE: [Column; 3] = [
+    WORKLOAD_WIDE[0].kubernetes_only(),
+    WORKLOAD_WIDE[1].kubernetes_only(),
+    WORKLOAD_WIDE[3],
+];
+
+fn server_workload_wide_cells(
+    template: &PodTemplateSpec,
+    selector: Option<&LabelSelector>,
+) -> [Cell; 3] {
+    let [containers, images, _, selector] = workload_wide_cells(template, selector);
+    [containers, images, selector]
 }
 
 impl Row for ReplicaSet {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("DESIRED"),
-        Column::normal("CURRENT"),
-        Column::normal("READY"),
-        Column::normal("AGE"),
+        Column::normal("Name"),
+        Column::normal("Desired").integer(),
+        Column::normal("Current").integer(),
+        Column::normal("Ready").integer(),
+        Column::normal("Age"),
         WORKLOAD_WIDE[0],
         WORKLOAD_WIDE[1],
         WORKLOAD_WIDE[2],
+        WORKLOAD_WIDE[3],
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         let mut cells = vec![
-            self.metadata.name.clone(),
-            self.spec.replicas.unwrap_or(0).to_string(),
-            self.status.replicas.to_string(),
-            self.status.ready_replicas.to_string(),
-            age(self.metadata.creation_timestamp, now),
+            self.metadata.name.as_str().into(),
+            self.spec.replicas.unwrap_or(0).into(),
+            self.status.replicas.into(),
+            self.status.ready_replicas.into(),
+            age(self.metadata.creation_timestamp, now).into(),
         ];
         cells.extend(workload_wide_cells(
             &self.spec.template,
@@ -165,27 +195,29 @@ impl Row for ReplicaSet {
 
 impl Row for Deployment {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("READY"),
-        Column::normal("UP-TO-DATE"),
-        Column::normal("AVAILABLE"),
-        Column::normal("AGE"),
+        Column::normal("Name"),
+        Column::normal("Ready"),
+        Column::normal("Up-to-date").integer(),
+        Column::normal("Available").integer(),
+        Column::normal("Age"),
         WORKLOAD_WIDE[0],
         WORKLOAD_WIDE[1],
         WORKLOAD_WIDE[2],
+        WORKLOAD_WIDE[3],
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         let mut cells = vec![
-            self.metadata.name.clone(),
+            self.metadata.name.as_str().into(),
             format!(
                 "{}/{}",
                 self.status.ready_replicas,
                 self.spec.replicas.unwrap_or(0)
-            ),
-            self.status.updated_replicas.to_string(),
-            self.status.available_replicas.to_string(),
-            age(self.metadata.creation_timestamp, now),
+            )
+            .into(),
+            self.status.updated_replicas.into(),
+            self.status.available_replicas.into(),
+            age(self.metadata.creation_timestamp, now).into(),
         ];
         cells.extend(workload_wide_cells(
             &self.spec.template,
@@ -197,46 +229,59 @@ impl Row for Deployment {
 
 impl Row for DaemonSet {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("DESIRED"),
-        Column::normal("CURRENT"),
-        Column::normal("READY"),
-        Column::normal("UP-TO-DATE"),
-        Column::normal("AVAILABLE"),
-        Column::normal("NODE SELECTOR"),
-        Column::normal("AGE"),
+        Column::normal("Name"),
+        Column::normal("Desired").integer(),
+        Column::normal("Current").integer(),
+        Column::normal("Ready").integer(),
+        Column::normal("Up-to-date").integer(),
+        Column::normal("Available").integer(),
+        Column::normal("Node Selector"),
+        Column::normal("Age"),
+        SERVER_WORKLOAD_WIDE[0],
+        SERVER_WORKLOAD_WIDE[1],
+        SERVER_WORKLOAD_WIDE[2],
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         let status = &self.status;
-        vec![
-            self.metadata.name.clone(),
-            status.desired_number_scheduled.to_string(),
-            status.current_number_scheduled.to_string(),
-            status.number_ready.to_string(),
-            status.updated_number_scheduled.to_string(),
-            status.number_available.to_string(),
-            map_text(&self.spec.template.spec.node_selector),
-            age(self.metadata.creation_timestamp, now),
-        ]
+        let mut cells = vec![
+            self.metadata.name.as_str().into(),
+            status.desired_number_scheduled.into(),
+            status.current_number_scheduled.into(),
+            status.number_ready.into(),
+            status.updated_number_scheduled.into(),
+            status.number_available.into(),
+            map_text(&self.spec.template.spec.node_selector).into(),
+            age(self.metadata.creation_timestamp, now).into(),
+        ];
+        cells.extend(server_workload_wide_cells(
+            &self.spec.template,
+            self.spec.selector.as_ref(),
+        ));
+        cells
     }
 }
 
 impl Row for Job {
     const COLUMNS: &'static [Column] = &[
-        Column::normal("NAME"),
-        Column::normal("STATUS"),
-        Column::normal("COMPLETIONS"),
-        Column::normal("DURATION"),
-        Column::normal("AGE"),
+        Column::normal("Name"),
+        Column::normal("Status"),
+        Column::normal("Completions"),
+        Column::normal("Duration"),
+        Column::normal("Age"),
+        SERVER_WORKLOAD_WIDE[0],
+        SERVER_WORKLOAD_WIDE[1],
+        SERVER_WORKLOAD_WIDE[2],
     ];
 
-    fn cells(&self, now: Time) -> Vec<String> {
+    fn cells(&self, now: Time) -> Vec<Cell> {
         let conditions = &self.status.conditions;
         let status = if is_true(conditions, "Complete") {
             "Complete"
         } else if is_true(conditions, "Failed") {
             "Failed"
+        } else if is_true(conditions, "Suspended") {
+            "Suspended"
         } else {
             "Running"
         };
@@ -249,13 +294,18 @@ impl Row for Job {
             (Some(start), None) => age(Some(start), now),
             _ => String::new(),
         };
-        vec![
-            self.metadata.name.clone(),
+        let mut cells = vec![
+            self.metadata.name.as_str().into(),
             status.into(),
-            format!("{}/{completions}", self.status.succeeded),
-            duration,
-            age(self.metadata.creation_timestamp, now),
-        ]
+            format!("{}/{completions}", self.status.succeeded).into(),
+            duration.into(),
+            age(self.metadata.creation_timestamp, now).into(),
+        ];
+        cells.extend(server_workload_wide_cells(
+            &self.spec.template,
+            self.spec.selector.as_ref(),
+        ));
+        cells
     }
 }
 
@@ -288,8 +338,13 @@ mod tests {
         }));
         let now = pod.metadata.creation_timestamp.unwrap();
         assert_eq!(
-            &pod.cells(now)[..4],
-            ["web-1", "1/2", "CrashLoopBackOff", "3"]
+            pod.cells(now)[..4],
+            [
+                Cell::from("web-1"),
+                "1/2".into(),
+                "CrashLoopBackOff".into(),
+                "3".into()
+            ]
         );
     }
 

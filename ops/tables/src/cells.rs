@@ -39,7 +39,8 @@ pub fn map_text(map: &BTreeMap<String, String>) -> String {
     or_none(&parts.join(","))
 }
 
-/// A workload's selector: its labels, then its expressions as `key Operator (a,b)`.
+/// A workload's selector as `shoal get` prints it: its labels, then its expressions as
+/// `key Operator (a,b)`.
 pub fn selector_text(selector: Option<&LabelSelector>) -> String {
     let Some(selector) = selector else {
         return "<none>".into();
@@ -54,6 +55,19 @@ pub fn selector_text(selector: Option<&LabelSelector>) -> String {
         .map(|e| format!("{} {} ({})", e.key, e.operator, e.values.join(",")));
     let parts: Vec<String> = labels.chain(expressions).collect();
     or_none(&parts.join(","))
+}
+
+/// A workload's selector as a Kubernetes server prints it: the selector grammar, requirements
+/// sorted by key (`app=web,!canary,tier in (edge,front)`). One that does not convert (an
+/// operator the grammar lacks) prints as `shoal get` prints it.
+pub fn selector_grammar(selector: Option<&LabelSelector>) -> String {
+    let Some(selector) = selector else {
+        return "<none>".into();
+    };
+    match selector.to_selector() {
+        Ok(grammar) => or_none(&grammar.to_string()),
+        Err(_) => selector_text(Some(selector)),
+    }
 }
 
 #[cfg(test)]
@@ -83,5 +97,25 @@ mod tests {
         assert_eq!(selector_text(None), "<none>");
         assert_eq!(selector_text(Some(&LabelSelector::default())), "<none>");
         assert_eq!(map_text(&BTreeMap::new()), "<none>");
+        assert_eq!(selector_grammar(None), "<none>");
+        assert_eq!(selector_grammar(Some(&LabelSelector::default())), "<none>");
+    }
+
+    #[test]
+    fn selectors_print_in_both_forms() {
+        let selector: LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["front", "edge"]},
+                                 {"key": "canary", "operator": "DoesNotExist"}]
+        }))
+        .unwrap();
+        assert_eq!(
+            selector_text(Some(&selector)),
+            "app=web,tier In (front,edge),canary DoesNotExist ()"
+        );
+        assert_eq!(
+            selector_grammar(Some(&selector)),
+            "app=web,!canary,tier in (edge,front)"
+        );
     }
 }

@@ -1,0 +1,147 @@
+//! The HorizontalPodAutoscaler row, and its metrics as kubectl words them (`describe hpa`
+//! shows the same current and target values).
+
+use bus_schemas::kinds::HorizontalPodAutoscaler;
+use bus_schemas::Time;
+use serde_json::Value;
+
+use super::cells::age;
+use super::{Cell, Column, Row};
+
+impl Row for HorizontalPodAutoscaler {
+    const COLUMNS: &'static [Column] = &[
+        Column::normal("Name"),
+        Column::normal("Reference"),
+        Column::normal("Targets"),
+        Column::normal("MinPods"),
+        Column::normal("MaxPods").integer(),
+        Column::normal("Replicas").integer(),
+        Column::normal("Age"),
+    ];
+
+    fn cells(&self, now: Time) -> Vec<Cell> {
+        let target = &self.spec.scale_target_ref;
+        vec![
+            self.metadata.name.as_str().into(),
+            format!("{}/{}", target.kind, target.name).into(),
+            // TARGETS pairs each metric's spec with its status entry, as kubectl prints them.
+            serde_json::to_value(self)
+                .map(|v| targets(&v))
+                .unwrap_or_else(|_| "<unknown>".into())
+                .into(),
+            // Kubernetes defaults minReplicas to 1. A string column upstream.
+            self.spec.min_replicas.unwrap_or(1).to_string().into(),
+            self.spec.max_replicas.into(),
+            self.status.current_replicas.into(),
+            age(self.metadata.creation_timestamp, now).into(),
+        ]
+    }
+}
+
+fn text(v: &Value, pointer: &str) -> String {
+    match v.pointer(pointer) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The current and target side of one metric, kubectl's way: `73%` and `60%`, `120m` and
+/// `100m`, `<unknown>`, and `(avg)` after per-replica targets of External metrics.
+pub fn metric_values(spec: &Value, status: Option<&Value>) -> (String, String) {
+    let type_ = text(spec, "/type");
+    let source = match type_.as_str() {
+        "Resource" => "resource",
+        "ContainerResource" => "containerResource",
+        "Pods" => "pods",
+        "Object" => "object",
+        "External" => "external",
+        _ => return ("<unknown>".into(), "<unknown>".into()),
+    };
+    let target = spec
+        .pointer(&format!("/{source}/target"))
+        .cloned()
+        .unwrap_or_default();
+    let current = status
+        .and_then(|s| s.pointer(&format!("/{source}/current")))
+        .cloned()
+        .unwrap_or_default();
+    let or_unknown = |s: String| {
+        if s.is_empty() {
+            "<unknown>".to_string()
+        } else {
+            s
+        }
+    };
+    let (cur, tgt) = match text(&target, "/type").as_str() {
+        "Utilization" => {
+            let cur = text(&current, "/averageUtilization");
+            (
+                or_unknown(if cur.is_empty() {
+                    cur
+                } else {
+                    format!("{cur}%")
+                }),
+                format!("{}%", text(&target, "/averageUtilization")),
+            )
+        }
+        "Value" => (
+            or_unknown(text(&current, "/value")),
+            text(&target, "/value"),
+        ),
+        _ => {
+            let avg = if type_ == "External" || type_ == "Object" {
+                " (avg)"
+            } else {
+                ""
+            };
+            (
+                or_unknown(text(&current, "/averageValue")),
+                format!("{}{avg}", text(&target, "/averageValue")),
+            )
+        }
+    };
+    (cur, tgt)
+}
+
+/// `cpu: 73%/60%` (resource metrics are named, others not), as the TARGETS column shows.
+fn metric_pair(spec: &Value, status: Option<&Value>) -> String {
+    let (cur, tgt) = metric_values(spec, status);
+    let prefix = match text(spec, "/type").as_str() {
+        "Resource" => format!("{}: ", text(spec, "/resource/name")),
+        "ContainerResource" => format!(
+            "{}/{}: ",
+            text(spec, "/containerResource/container"),
+            text(spec, "/containerResource/name")
+        ),
+        _ => String::new(),
+    };
+    format!("{prefix}{cur}/{tgt}")
+}
+
+/// The TARGETS column: every metric, the first two shown as kubectl does.
+pub fn targets(hpa: &Value) -> String {
+    let specs = hpa
+        .pointer("/spec/metrics")
+        .and_then(|m| m.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let statuses = hpa
+        .pointer("/status/currentMetrics")
+        .and_then(|m| m.as_array())
+        .cloned()
+        .unwrap_or_default();
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let mut pairs: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .take(2)
+        .map(|(i, spec)| metric_pair(spec, statuses.get(i)))
+        .collect();
+    if specs.len() > 2 {
+        pairs.push(format!("+ {} more...", specs.len() - 2));
+    }
+    pairs.join(", ")
+}
