@@ -19,6 +19,8 @@
 //! - [`scale`], [`logs`], [`metrics`]: the scale and log subresources, `metrics.k8s.io`.
 //! - [`exec`]: `pods/exec` over WebSocket (remote-command v5/v4) through the agent's exec.
 //! - [`watch`]: watch streams from a resourceVersion, bookmarks, 410 Expired.
+//! - [`watch_hub`]: one state-log consumer per watched filter, shared by this replica's
+//!   watches, each caught up privately from its own revision first.
 //! - [`table`]: server-side printing: `shoal-tables`' rows (the same as `shoal get`'s) as
 //!   Kubernetes Tables.
 //! - [`bus`]: untyped bus requests; client JSON into typed, strictly checked msgpack.
@@ -50,6 +52,7 @@ pub mod strategic;
 pub mod table;
 pub mod tls;
 pub mod watch;
+pub mod watch_hub;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -108,6 +111,7 @@ pub async fn run_with_ready(
         api: ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30)),
         nats,
         store,
+        watches: watch_hub::WatchHub::default(),
     };
     let _ = ready.send(addr);
     tracing::info!(%addr, tls = config.tls.is_some(), "Kubernetes API gateway listening");
