@@ -17,7 +17,8 @@
 //! - [`field_manager`]: `fieldManager`/`force` into the bus' field-manager headers.
 //! - [`strategic`]: strategic merge patch.
 //! - [`scale`], [`logs`], [`metrics`]: the scale and log subresources, `metrics.k8s.io`.
-//! - [`exec`]: `pods/exec` over WebSocket (remote-command v5/v4) through the agent's exec.
+//! - [`exec`]: `pods/exec` over WebSocket (remote-command v5/v4) through the agent's exec:
+//!   one-shot, or a streaming session for `-i`/`-t`; [`websocket`]: the RFC 6455 framing.
 //! - [`watch`]: watch streams from a resourceVersion, bookmarks, 410 Expired.
 //! - [`table`]: server-side printing (Tables) per kind.
 //! - [`bus`]: untyped bus requests; client JSON into typed, strictly checked msgpack.
@@ -49,6 +50,7 @@ pub mod strategic;
 pub mod table;
 pub mod tls;
 pub mod watch;
+pub mod websocket;
 
 use std::future::Future;
 use std::net::SocketAddr;
