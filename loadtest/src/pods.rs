@@ -1,7 +1,6 @@
 //! Pod create → Running on a real node: the whole path (API, scheduler, node agent, real
 //! containers with the image already cached), observed through a watch, one pod at a time.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -9,8 +8,9 @@ use bus_schemas::kinds::Pod;
 use bus_schemas::subjects;
 use clap::Args;
 use shoal_bus::watch::RawWatch;
-use shoal_bus::{ApiClient, Store};
+use shoal_bus::Store;
 
+use crate::real_node::{NodeOptions, RealNode};
 use crate::stats::{ms, summarize};
 
 #[derive(Args)]
@@ -40,30 +40,14 @@ pub fn run(args: PodsArgs) -> Result<()> {
     crate::control_plane::start(&url, true)?;
 
     runtime.block_on(async move {
-        let nats = shoal_bus::connect(&url, "bench-client").await?;
-        let api = ApiClient::new(nats.clone());
-        shoal_api::bootstrap(&api).await?;
-
-        // The image goes into the cluster registry; the first pod caches it on the node.
-        let image_dir = dir.path().join("image");
-        shoal_node::testimage::build_busybox_layout(&image_dir.join("layout"), "shoal/busybox", "1.35")?;
-        let scratch = shoal_node::image::ImageStore::open(image_dir.join("store"))?;
-        let registry = shoal_agent::registry::Registry::open(&async_nats::jetstream::new(nats.clone())).await?;
-        registry.import_path(&scratch, &image_dir.join("layout"), |_, _| {}).await?;
-
-        let node_name = "bench-node";
-        let bridge = format!("shb{}", std::process::id() % 10000);
-        let mut rc = shoal_node::runtime::RuntimeConfig::new(
-            dir.path().join("node"),
-            shoal_node::net::NetworkConfig::new(&bridge, args.pod_cidr.parse().map_err(|e| anyhow::anyhow!("{e}"))?),
-        );
-        rc.cgroup_parent = "shoal-bench".into();
-        let backend = shoal_agent::Backend::Linux(Arc::new(shoal_node::LinuxRuntime::new(rc)?));
-        let mut config = shoal_agent::AgentConfig::new(node_name, args.pod_cidr.clone());
-        config.sync_period = Duration::from_millis(500);
-        let (trigger, stop) = shoal_bus::shutdown::channel();
-        let agent_nats = nats.clone();
-        let agent = tokio::spawn(async move { shoal_agent::run(config, backend, agent_nats, stop.wait()).await });
+        let options = NodeOptions {
+            bridge_prefix: "shb",
+            pod_cidr: &args.pod_cidr,
+            cgroup_parent: "shoal-bench",
+            sync_period: Some(Duration::from_millis(500)),
+        };
+        let node = RealNode::start(dir.path(), &url, options).await?;
+        let (api, nats) = (node.api.clone(), node.nats.clone());
 
         let store = Store::open(nats.clone()).await?;
         let mut latencies = Vec::new();
@@ -93,31 +77,8 @@ pub fn run(args: PodsArgs) -> Result<()> {
         println!("== pod create → Running (real containers, image cached, scheduler + node agent), {} pods ==", args.count);
         println!("p50 {}, p90 {}, p99 {}, max {}   (goal p99 <= 150 ms; Kubernetes' SLO p99 <= 5 s)", ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max));
 
-        for i in 0..=args.count {
-            let options = bus_schemas::api::DeleteOptions { name: format!("bench-{i:04}"), grace_period_seconds: Some(0), ..Default::default() };
-            let _ = api.delete::<Pod>(&options).await;
-        }
-        // Wait until the node has removed every sandbox, then stop it.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            let left = api.list::<Pod>(&Default::default()).await?.items.len();
-            if left == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        trigger.fire();
-        let _ = agent.await;
-        let mut rc = shoal_node::runtime::RuntimeConfig::new(
-            dir.path().join("node"),
-            shoal_node::net::NetworkConfig::new(&bridge, args.pod_cidr.parse().map_err(|e| anyhow::anyhow!("{e}"))?),
-        );
-        rc.cgroup_parent = "shoal-bench".into();
-        if let Ok(rt) = shoal_node::LinuxRuntime::new(rc) {
-            use shoal_node::Runtime;
-            let _ = rt.cleanup_orphans(&Default::default());
-        }
-        let _ = std::process::Command::new("ip").args(["link", "del", &bridge]).status();
+        let names: Vec<String> = (0..=args.count).map(|i| format!("bench-{i:04}")).collect();
+        node.delete_pods_and_stop(&names, Duration::from_secs(60)).await?;
         anyhow::Ok(())
     })?;
     drop(natsd);

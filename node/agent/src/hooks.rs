@@ -127,8 +127,15 @@ pub async fn stop(
         }
     }
     let id = container_id.to_string();
-    if let Err(e) = ctx.call(move |rt| rt.stop_container(&id, grace_left)).await {
-        tracing::warn!(container = %container.name, error = %e, "stopping container failed");
+    match ctx.call(move |rt| rt.stop_container(&id, grace_left)).await {
+        Ok(_) => {}
+        // Already removed (its sandbox went first, as a zero-grace delete allows): stopped.
+        Err(e) if e.is_not_found() => {
+            tracing::debug!(container = %container.name, "container already gone when stopped");
+        }
+        Err(e) => {
+            tracing::warn!(container = %container.name, error = %e, "stopping container failed");
+        }
     }
 }
 
