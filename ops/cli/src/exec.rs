@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Read, Write};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use bus_schemas::api::{ExecReply, ExecRequest, TerminalSize};
+use bus_schemas::api::{ExecExit, ExecReply, ExecRequest, TerminalSize};
 use bus_schemas::kinds::Pod;
 use bus_schemas::{codec, subjects};
 
@@ -178,7 +178,16 @@ async fn interactive(
         }));
     }
     let ended = loop {
-        match outputs.next().await {
+        let event = tokio::select! {
+            event = outputs.next() => event,
+            // In raw mode ^C is a key for the remote terminal; otherwise it means "stop":
+            // the command is killed now rather than after the agent's idle timeout.
+            _ = tokio::signal::ctrl_c(), if raw.is_none() => {
+                inputs.cancel().await;
+                break Ok(ExecExit { exit_code: 130, ..Default::default() });
+            }
+        };
+        match event {
             Ok(ExecEvent::Stdout(d)) => {
                 let mut out = std::io::stdout().lock();
                 out.write_all(&d)?;
