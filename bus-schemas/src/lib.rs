@@ -6,6 +6,7 @@
 //! - [`resource`]: the [`resource::Resource`] trait and [`resource::KindInfo`].
 //! - [`kinds`]: one module per kind (Pod, Node, ReplicaSet, …) with its defaults and validation;
 //!   [`kinds::KINDS`] lists them and [`with_kind!`] dispatches from a kind name to its type.
+//!   [`kinds::volume_match`]: which PersistentVolume a claim may bind to.
 //! - [`api`]: request and reply bodies of the API verbs.
 //! - [`dns`]: the request and reply of DNS queries over the bus.
 //! - [`autoscaling`]: external metric samples, autoscaling hook request/reply, decisions.

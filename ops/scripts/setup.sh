@@ -7,7 +7,7 @@ set -euo pipefail
 say() { printf '==> %s\n' "$*" >&2; }
 
 need_pkgs=()
-for pair in busybox:busybox-static runc:runc ip:iproute2 nft:nftables unbound:unbound promtool:prometheus; do
+for pair in busybox:busybox-static runc:runc ip:iproute2 nft:nftables unbound:unbound promtool:prometheus mkfs.ext4:e2fsprogs mkfs.btrfs:btrfs-progs; do
   bin=${pair%%:*}; pkg=${pair#*:}
   command -v "$bin" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done

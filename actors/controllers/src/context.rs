@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bus_schemas::kinds::{
     ControllerRevision, CronJob, DaemonSet, Deployment, Endpoints, Job, Lease, Namespace, Node,
-    PersistentVolumeClaim, Pod, ReplicaSet, Service, StatefulSet,
+    PersistentVolume, PersistentVolumeClaim, Pod, ReplicaSet, Service, StatefulSet, StorageClass,
 };
 use shoal_bus::{ApiClient, Informer, InformerFactory};
 
@@ -73,6 +73,8 @@ pub struct Ctx {
     pub services: Informer<Service>,
     pub endpoints: Informer<Endpoints>,
     pub claims: Informer<PersistentVolumeClaim>,
+    pub volumes: Informer<PersistentVolume>,
+    pub classes: Informer<StorageClass>,
     pub events: EventRecorder,
     pub expectations: Expectations,
     pub tunables: Tunables,
@@ -97,6 +99,8 @@ impl Ctx {
             services: informers.get(),
             endpoints: informers.get(),
             claims: informers.get(),
+            volumes: informers.get(),
+            classes: informers.get(),
             api,
             informers,
             expectations: Expectations::default(),

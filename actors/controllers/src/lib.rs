@@ -1,5 +1,6 @@
 //! Workload controllers: ReplicaSet, Deployment, DaemonSet, StatefulSet, Job, CronJob, Endpoints, garbage
-//! collection, namespace deletion and node lifecycle.
+//! collection, namespace deletion, node lifecycle and the binding of claims to volumes made
+//! by hand.
 //!
 //! # Layout
 //! - [`run`]: starts every controller (optionally behind leader election) until shutdown.
@@ -9,7 +10,9 @@
 //!   writes to make, unit-tested without NATS) and an async `reconcile` that gathers inputs
 //!   from the informer caches and performs the writes through the API:
 //!   [`replicaset`], [`deployment`], [`daemonset`], [`statefulset`], [`job`], [`cronjob`],
-//!   [`endpoints`], [`gc`], [`namespace`], [`nodelifecycle`], [`podgc`]. GC runs one loop per
+//!   [`endpoints`], [`gc`], [`namespace`], [`nodelifecycle`], [`podgc`], [`volumebinding`]
+//!   (claims → PersistentVolumes made by hand, smallest fit first, and their release once
+//!   the claim is gone; volumes of `shoal.io/local-path` are the node agents'). GC runs one loop per
 //!   kind except Namespaces, which the namespace
 //!   controller owns with a loop of its own. The Deployment controller is a directory with one file per part
 //!   (hashing and naming, strategies, progress, history, rollback), as Kubernetes splits it.
@@ -43,6 +46,7 @@ pub mod podgc;
 pub mod podutil;
 pub mod replicaset;
 pub mod statefulset;
+pub mod volumebinding;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -161,6 +165,9 @@ async fn caches_synced(ctx: &Ctx) -> Result<(), shoal_bus::StoreError> {
     ctx.leases.wait_synced().await?;
     ctx.namespaces.wait_synced().await?;
     ctx.services.wait_synced().await?;
+    ctx.claims.wait_synced().await?;
+    ctx.volumes.wait_synced().await?;
+    ctx.classes.wait_synced().await?;
     ctx.endpoints.wait_synced().await
 }
 
@@ -213,7 +220,8 @@ pub(crate) fn owner_key<K: Resource>(meta: &bus_schemas::ObjectMeta) -> Vec<Obje
 
 /// Starts every controller; each declares its own triggers (what it owns and watches).
 fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
-    vec![
+    let mut tasks = volumebinding::start(&ctx, &sd);
+    tasks.extend([
         replicaset::start(&ctx, &sd),
         deployment::start(&ctx, &sd),
         daemonset::start(&ctx, &sd),
@@ -226,5 +234,6 @@ fn start_all(ctx: Arc<Ctx>, sd: Shutdown) -> Vec<JoinHandle<()>> {
         namespace::start(&ctx, &sd),
         podgc::start(&ctx, &sd),
         tokio::spawn(gc::run(ctx.clone(), sd.clone())),
-    ]
+    ]);
+    tasks
 }

@@ -17,6 +17,8 @@ pub struct Bus {
     pub api: ApiClient,
     pub nats: async_nats::Client,
     pub store: Store,
+    /// Shared log consumers for this replica's watches.
+    pub watches: crate::watch_hub::WatchHub,
 }
 
 /// How unknown fields in a request body are treated (`fieldValidation`).

@@ -20,6 +20,8 @@
 //! - [`exec`]: `pods/exec` over WebSocket (remote-command v5/v4) through the agent's exec:
 //!   one-shot, or a streaming session for `-i`/`-t`; [`websocket`]: the RFC 6455 framing.
 //! - [`watch`]: watch streams from a resourceVersion, bookmarks, 410 Expired.
+//! - [`watch_hub`]: one state-log consumer per watched filter, shared by this replica's
+//!   watches, each caught up privately from its own revision first.
 //! - [`table`]: server-side printing (Tables) per kind.
 //! - [`bus`]: untyped bus requests; client JSON into typed, strictly checked msgpack.
 //! - [`http`]: request, responses, content negotiation, Status errors.
@@ -50,6 +52,7 @@ pub mod strategic;
 pub mod table;
 pub mod tls;
 pub mod watch;
+pub mod watch_hub;
 pub mod websocket;
 
 use std::future::Future;
@@ -109,6 +112,7 @@ pub async fn run_with_ready(
         api: ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30)),
         nats,
         store,
+        watches: watch_hub::WatchHub::default(),
     };
     let _ = ready.send(addr);
     tracing::info!(%addr, tls = config.tls.is_some(), "Kubernetes API gateway listening");

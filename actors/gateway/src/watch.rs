@@ -11,13 +11,13 @@ use bus_schemas::selector::{FieldSelector, Selector};
 use bus_schemas::{subjects, Reason, Status};
 use bytes::Bytes;
 use serde_json::{json, Value};
-use shoal_bus::watch::RawWatch;
 use tokio::sync::mpsc;
 
 use crate::bus::{with_type_meta, Bus};
 use crate::http::{self, Request, Response};
 use crate::resources::RestResource;
 use crate::table;
+use crate::watch_hub::EventSource;
 
 /// How often an idle watch that asked for bookmarks gets one.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(10);
@@ -200,7 +200,7 @@ async fn pump(
         }
     };
     let filter = subjects::objects_of(&spec.resource.info.token(), spec.namespace.as_deref());
-    let mut watch = RawWatch::start(bus.store.clone(), filter, start + 1);
+    let mut watch = EventSource::new(&bus.watches, &bus.store, filter, start);
     let mut last = start;
     let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
     let mut bookmark = tokio::time::interval(BOOKMARK_EVERY);

@@ -62,12 +62,14 @@ impl StorageCaches {
         let claim = |ns: &str, name: &str| self.claims.get(ns, name);
         let volume = |name: &str| self.volumes.get("", name);
         let class = |name: &str| self.classes.get("", name);
+        let all_volumes = || self.volumes.list(None, &Default::default());
         volumes::plan(
             pod,
             &volumes::Lookups {
                 claim: &claim,
                 volume: &volume,
                 class: &class,
+                all_volumes: &all_volumes,
             },
         )
     }

@@ -11,7 +11,7 @@ use shoal_bus::ObjectKey;
 use crate::affinity::{AffinityFailure, AffinityState};
 use crate::cache::ClusterCache;
 use crate::resources::{check_fit, fits, Resources, Shortfall};
-use crate::volumes::VolumePlan;
+use crate::volumes::{Conflict, VolumePlan};
 
 pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
@@ -32,6 +32,8 @@ pub enum Reason {
     ExistingAntiAffinity,
     /// A volume of the pod lives on other nodes.
     VolumeNodeAffinity,
+    /// No volume that fits an unbound claim (made by hand) is reachable from the node.
+    NoVolumeToBind,
     /// The node's allocation record is ahead of this scheduler's pod cache: decide later.
     /// Never shown to people (it resolves itself within milliseconds).
     CacheBehind,
@@ -64,6 +66,12 @@ impl fmt::Display for Reason {
                 )
             }
             Reason::VolumeNodeAffinity => write!(f, "node(s) had volume node affinity conflict"),
+            Reason::NoVolumeToBind => {
+                write!(
+                    f,
+                    "node(s) didn't find available persistent volumes to bind"
+                )
+            }
             Reason::CacheBehind => write!(
                 f,
                 "node(s) had allocations not yet in this scheduler's cache"
@@ -163,8 +171,11 @@ pub fn filter(
         return false;
     }
     if let Some(plan) = &ctx.volumes {
-        if !plan.allows(&node.metadata.labels, &node.metadata.name) {
-            out.push(Reason::VolumeNodeAffinity);
+        if let Some(conflict) = plan.conflict(&node.metadata.labels, &node.metadata.name) {
+            out.push(match conflict {
+                Conflict::NodeAffinity => Reason::VolumeNodeAffinity,
+                Conflict::NoVolumeToBind => Reason::NoVolumeToBind,
+            });
             return false;
         }
     }

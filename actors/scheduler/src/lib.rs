@@ -9,8 +9,9 @@
 //!   incrementally from informer events, including pods assumed but not yet seen bound.
 //! - [`filter`]: can the pod run on a node, and if not, why ([`filter::Reason`]).
 //! - [`affinity`]: inter-pod (anti-)affinity, precomputed once per attempt.
-//! - [`volumes`]: where a pod's PersistentVolumeClaims let it run, and which unbound
-//!   `WaitForFirstConsumer` claims get the chosen node written on them.
+//! - [`volumes`]: where a pod's PersistentVolumeClaims let it run (a bound volume's node, or
+//!   for a claim only a volume made by hand can serve, a node such a volume admits), and
+//!   which unbound `WaitForFirstConsumer` claims get the chosen node written on them.
 //! - [`score`]: least-allocated, balanced, spreading, preferred affinities, soft taints.
 //! - [`decide`]: one decision over a rotating sample of the nodes.
 //! - [`explain`]: the "0/5 nodes are available: …" message.

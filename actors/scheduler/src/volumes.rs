@@ -2,13 +2,18 @@
 //! A claim bound to a volume with node affinity pins the pod to those nodes; a claim of a
 //! `WaitForFirstConsumer` class that is not bound yet goes wherever the pod goes, and the
 //! chosen node is written on the claim (`volume.kubernetes.io/selected-node`) before the pod
-//! is bound, so that node's provisioner makes the volume there. Pure: the caller passes
-//! lookups into its caches.
+//! is bound, so that node's provisioner makes the volume there. Such a claim of a class
+//! without a provisioner here (local volumes made by hand) can only go where a volume that
+//! fits it is: a node is feasible only if one such Available volume's node affinity admits
+//! it; the binder then binds the claim to one of them on the chosen node. Pure: the caller
+//! passes lookups into its caches, and pods without claims read nothing.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bus_schemas::kinds::affinity::NodeSelector;
+use bus_schemas::kinds::storage_class::LOCAL_PATH_PROVISIONER;
+use bus_schemas::kinds::volume_match;
 use bus_schemas::kinds::{PersistentVolume, PersistentVolumeClaim, Pod, StorageClass};
 
 /// What a pod's claims require of a node, and which claims get the node written on them.
@@ -20,13 +25,39 @@ pub struct VolumePlan {
     pub selected: Vec<String>,
     /// Unbound WaitForFirstConsumer claims without a chosen node.
     pub to_select: Vec<String>,
+    /// For each such claim that only a volume made by hand can serve, the node affinity of
+    /// every volume that fits it (None: reachable from any node). One must admit the node.
+    pub static_volumes: Vec<Vec<Option<NodeSelector>>>,
+}
+
+/// Why a node cannot reach the pod's volumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict {
+    /// A bound volume, or a node chosen for a claim, is elsewhere.
+    NodeAffinity,
+    /// No volume that fits an unbound claim is reachable from the node.
+    NoVolumeToBind,
 }
 
 impl VolumePlan {
+    /// What keeps the node with these labels and name from reaching the pod's volumes.
+    pub fn conflict(&self, labels: &BTreeMap<String, String>, node: &str) -> Option<Conflict> {
+        if !(self.required.iter().all(|s| s.matches(labels, node))
+            && self.selected.iter().all(|n| n == node))
+        {
+            return Some(Conflict::NodeAffinity);
+        }
+        let reachable = |choices: &Vec<Option<NodeSelector>>| {
+            choices
+                .iter()
+                .any(|c| c.as_ref().is_none_or(|s| s.matches(labels, node)))
+        };
+        (!self.static_volumes.iter().all(reachable)).then_some(Conflict::NoVolumeToBind)
+    }
+
     /// Whether the node with these labels and name can reach every volume of the pod.
     pub fn allows(&self, labels: &BTreeMap<String, String>, node: &str) -> bool {
-        self.required.iter().all(|s| s.matches(labels, node))
-            && self.selected.iter().all(|n| n == node)
+        self.conflict(labels, node).is_none()
     }
 }
 
@@ -35,6 +66,8 @@ pub struct Lookups<'a> {
     pub claim: &'a dyn Fn(&str, &str) -> Option<Arc<PersistentVolumeClaim>>,
     pub volume: &'a dyn Fn(&str) -> Option<Arc<PersistentVolume>>,
     pub class: &'a dyn Fn(&str) -> Option<Arc<StorageClass>>,
+    /// Every volume (read only for claims that need a volume made by hand).
+    pub all_volumes: &'a dyn Fn() -> Vec<Arc<PersistentVolume>>,
 }
 
 /// The pod's volume plan; None for a pod without claims (nothing to check), Err with the
@@ -69,7 +102,17 @@ pub fn plan(pod: &Pod, lookups: &Lookups<'_>) -> Result<Option<VolumePlan>, Stri
         match class {
             Some(class) if class.waits_for_first_consumer() => match claim.selected_node() {
                 Some(node) => plan.selected.push(node.to_string()),
-                None => plan.to_select.push(name.to_string()),
+                None => {
+                    plan.to_select.push(name.to_string());
+                    if class.provisioner != LOCAL_PATH_PROVISIONER {
+                        let fitting = (lookups.all_volumes)()
+                            .iter()
+                            .filter(|v| volume_match::check(v, &claim).is_ok())
+                            .map(|v| v.required_nodes().cloned())
+                            .collect();
+                        plan.static_volumes.push(fitting);
+                    }
+                }
             },
             None if !class_name.is_empty() => {
                 return Err(format!(
@@ -124,7 +167,29 @@ mod tests {
             if name == "fast" {
                 class.volume_binding_mode = Some("Immediate".into());
             }
-            (name == "local-path" || name == "fast").then(|| Arc::new(class))
+            if name == "disks" {
+                class.provisioner = "kubernetes.io/no-provisioner".into();
+            }
+            class.metadata.name = name.into();
+            matches!(name, "local-path" | "fast" | "disks").then(|| Arc::new(class))
+        };
+        // Two disks made by hand: a small one on node-a, a big one on node-b.
+        let all_volumes = || {
+            [("node-a", "1Gi"), ("node-b", "10Gi")]
+                .iter()
+                .map(|(node, size)| {
+                    let mut v = (*on_node(node)).clone();
+                    v.metadata.name = format!("disk-{node}");
+                    v.spec.storage_class_name = "disks".into();
+                    v.spec.access_modes = vec!["ReadWriteOnce".into()];
+                    v.spec.capacity = BTreeMap::from([(
+                        "storage".to_string(),
+                        bus_schemas::quantity::Quantity::parse(size).expect("size"),
+                    )]);
+                    v.status.phase = "Available".into();
+                    Arc::new(v)
+                })
+                .collect()
         };
         plan(
             pod,
@@ -132,6 +197,7 @@ mod tests {
                 claim: &claim,
                 volume: &volume,
                 class: &class,
+                all_volumes: &all_volumes,
             },
         )
     }
@@ -167,6 +233,39 @@ mod tests {
             .expect("claims");
         assert!(plan.to_select.is_empty());
         assert!(!plan.allows(&hostname("node-b"), "node-b"));
+    }
+
+    #[test]
+    fn a_claim_for_a_disk_made_by_hand_goes_where_a_disk_that_fits_is() {
+        let mut wants = (*claim("data", "disks", "")).clone();
+        wants.spec.access_modes = vec!["ReadWriteOnce".into()];
+        wants.spec.resources.requests.insert(
+            "storage".into(),
+            bus_schemas::quantity::Quantity::parse("5Gi").expect("size"),
+        );
+        let plan = run(&pod(&["data"]), &[Arc::new(wants.clone())])
+            .expect("plan")
+            .expect("claims");
+        assert_eq!(plan.to_select, ["data"]);
+        assert_eq!(plan.conflict(&hostname("node-b"), "node-b"), None);
+        assert_eq!(
+            plan.conflict(&hostname("node-a"), "node-a"),
+            Some(Conflict::NoVolumeToBind),
+            "node-a's disk is too small"
+        );
+        wants.spec.resources.requests.insert(
+            "storage".into(),
+            bus_schemas::quantity::Quantity::parse("50Gi").expect("size"),
+        );
+        let plan = run(&pod(&["data"]), &[Arc::new(wants)])
+            .expect("plan")
+            .expect("claims");
+        assert!(!plan.allows(&hostname("node-b"), "node-b"));
+        // The local-path provisioner makes volumes anywhere: nothing to look for.
+        let plan = run(&pod(&["data"]), &[claim("data", "local-path", "")])
+            .expect("plan")
+            .expect("claims");
+        assert!(plan.static_volumes.is_empty());
     }
 
     #[test]

@@ -551,3 +551,69 @@ async fn pods_follow_their_volumes_and_choose_nodes_for_unbound_claims() {
     assert_eq!(wait_bound(&api, "early").await, "n1");
     assert_eq!(node_of(&api, "stuck").await, None);
 }
+
+/// A local disk made by hand (class `disks`, no provisioner) of `size` on `node`.
+async fn disk(api: &ApiClient, name: &str, node: &str, size: &str) {
+    let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                 "storageClassName": "disks", "local": {"path": "/mnt/disk"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}
+    }))
+    .unwrap();
+    let mut pv = api.create(&pv).await.unwrap();
+    // As the binder leaves a new volume.
+    pv.status.phase = "Available".into();
+    api.update_status(&pv).await.unwrap();
+}
+
+#[actix::test]
+async fn a_claim_for_a_local_disk_made_by_hand_takes_its_pod_to_the_disk() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    add_node(&api, "n1", "4", &[], vec![]).await;
+    add_node(&api, "n2", "1", &[], vec![]).await;
+    let class: bus_schemas::kinds::StorageClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "disks"}, "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Retain"
+    }))
+    .unwrap();
+    api.create(&class).await.unwrap();
+    // n1 has only a disk too small for the claim; the one that fits is on n2.
+    disk(&api, "small-on-n1", "n1", "512Mi").await;
+    disk(&api, "big-on-n2", "n2", "10Gi").await;
+    let _s = start_scheduler(&cluster, "s1", true);
+
+    let mut wants = claim("data");
+    wants.spec.storage_class_name = Some("disks".into());
+    api.create(&wants).await.unwrap();
+    api.create(&with_claim(pod("db", "100m"), "data"))
+        .await
+        .unwrap();
+    // Without the disk, n1 (the emptier node) would win.
+    assert_eq!(wait_bound(&api, "db").await, "n2");
+    let chosen: PersistentVolumeClaim = api.get("default", "data").await.unwrap();
+    assert_eq!(chosen.selected_node(), Some("n2"));
+
+    // A claim no disk fits: every node says why.
+    let mut huge = claim("huge");
+    huge.spec.storage_class_name = Some("disks".into());
+    huge.spec
+        .resources
+        .requests
+        .insert("storage".into(), Quantity::parse("1Ti").unwrap());
+    api.create(&huge).await.unwrap();
+    api.create(&with_claim(pod("hoarder", "100m"), "huge"))
+        .await
+        .unwrap();
+    let cond = eventually("PodScheduled=False", || async {
+        let p: Pod = api.get("default", "hoarder").await.ok()?;
+        find_condition(&p.status.conditions, "PodScheduled").cloned()
+    })
+    .await;
+    assert_eq!(
+        cond.message,
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind."
+    );
+}

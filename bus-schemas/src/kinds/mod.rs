@@ -35,6 +35,7 @@ pub mod lifecycle;
 pub mod pod_spec;
 pub mod probe;
 pub mod template;
+pub mod volume_match;
 
 pub use config_map::ConfigMap;
 pub use controllerrevision::ControllerRevision;

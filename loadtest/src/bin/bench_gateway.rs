@@ -460,7 +460,7 @@ async fn watch_fanout(
                     }
                 }
             }
-            Ok(())
+            bail!("the gateway ended the watch stream")
         }));
     }
     drop(ready_tx);
@@ -470,9 +470,19 @@ async fn watch_fanout(
     let started = Instant::now();
     let acked = create_pods(api, "r", rollout).await?;
     let deadline = Duration::from_secs(120);
+    // A watcher that ended early is a failure to report, not a silent shortfall.
+    let mut ended: HashMap<String, usize> = HashMap::new();
     for t in tasks {
         let remaining = deadline.saturating_sub(started.elapsed());
-        let _ = tokio::time::timeout(remaining, t).await;
+        let outcome = match tokio::time::timeout(remaining, t).await {
+            Err(_) => Some("still waiting at the deadline".to_string()),
+            Ok(Err(e)) => Some(format!("task failed: {e}")),
+            Ok(Ok(Err(e))) => Some(format!("{e:#}")),
+            Ok(Ok(Ok(()))) => None,
+        };
+        if let Some(outcome) = outcome {
+            *ended.entry(outcome).or_default() += 1;
+        }
     }
     let seen = seen.lock().expect("lock");
     let mut lags = Vec::new();
@@ -496,5 +506,8 @@ async fn watch_fanout(
         "delivery lag (create acknowledged -> event read): {}",
         describe_ms(&mut lags)
     );
+    for (outcome, watchers) in &ended {
+        println!("{watchers} watcher(s) short of every event: {outcome}");
+    }
     Ok(())
 }

@@ -16,7 +16,8 @@
 //! - [`sidecars`]: the rules of restartable init containers (start order, readiness, stop
 //!   after the main containers).
 //! - [`storage`]: PersistentVolumeClaims: the directories pods mount, and the local-path
-//!   provisioner (volumes for claims placed here, their binding and reclaim).
+//!   provisioner (volumes for claims placed here, their size quota, binding and reclaim;
+//!   volumes made by hand are bound by the controllers).
 //! - [`termination`]: a container's termination message (its file, or its log's tail).
 //! - [`events`]: Events about this node's pods, sent as `pod-event` reports.
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.

@@ -1,8 +1,11 @@
 //! PersistentVolumeClaims on a node, through a real cluster (nats-server + API actors): the
 //! local-path provisioner's binding and reclaim, converging from any half-done state, and a
-//! real container that waits for its claim and then writes into the volume's directory.
+//! real container that waits for its claim and then writes into the volume's directory; a
+//! volume's size held by a quota (a container writing past it gets "Disk quota exceeded"),
+//! and said to be unenforced where the filesystem has no quota.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 mod common;
@@ -12,6 +15,7 @@ use bus_schemas::kinds::persistent_volume_claim::SELECTED_NODE_ANNOTATION;
 use bus_schemas::kinds::{PersistentVolume, PersistentVolumeClaim, Pod, StorageClass};
 use common::{one_node, pod, wait_pod};
 use shoal_agent::storage::provisioner::{self, Provisioner};
+use shoal_agent::storage::quota::QUOTA_ANNOTATION;
 use shoal_api::local::{eventually, LocalCluster};
 use shoal_bus::ApiClient;
 
@@ -216,4 +220,184 @@ async fn a_pod_waits_for_its_claim_and_writes_into_the_volume() {
     })
     .await;
     drop(node);
+}
+
+fn run(program: &str, args: &[&str]) {
+    let out = Command::new(program).args(args).output().expect(program);
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A filesystem in an image file, loop-mounted at a directory for one test and unmounted
+/// (which frees the loop device: `mount -o loop` sets autoclear) when dropped, even when the
+/// test fails.
+struct LoopMount {
+    dir: PathBuf,
+}
+
+impl LoopMount {
+    /// `mkfs` (program and options) on a fresh image of `megabytes`, mounted at `dir`.
+    fn new(image: &Path, megabytes: u64, mkfs: &[&str], dir: &Path) -> LoopMount {
+        std::fs::File::create(image)
+            .and_then(|f| f.set_len(megabytes << 20))
+            .expect("image");
+        let mut args = mkfs[1..].to_vec();
+        args.push(image.to_str().unwrap());
+        run(mkfs[0], &args);
+        std::fs::create_dir_all(dir).unwrap();
+        run(
+            "mount",
+            &["-o", "loop", image.to_str().unwrap(), dir.to_str().unwrap()],
+        );
+        LoopMount {
+            dir: dir.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        let dir = self.dir.to_str().unwrap();
+        let ok = Command::new("umount")
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            // Something still holds it (a container's mount namespace): detach now, and the
+            // kernel frees the device when the last user goes.
+            let _ = Command::new("umount").args(["-l", dir]).status();
+        }
+    }
+}
+
+fn sized_claim(name: &str, node: &str, size: &str) -> PersistentVolumeClaim {
+    let mut c = claim(name, "local-path", node);
+    c.spec.resources.requests.insert(
+        "storage".into(),
+        bus_schemas::quantity::Quantity::parse(size).unwrap(),
+    );
+    c
+}
+
+/// With quotas on the volumes' filesystem (btrfs with quotas enabled: this kernel has no
+/// ext4/XFS project-quota support), a container that writes past its claim's size gets
+/// EDQUOT, and the volume says its size is enforced.
+#[actix::test]
+async fn a_container_cannot_write_past_its_claims_size() {
+    let cluster = LocalCluster::start().await.unwrap();
+    common::push_busybox(&cluster).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = common::Node::new(dir.path());
+    let volumes = node.state.join("volumes");
+    // Declared before the node: dropped after it, once its containers are gone.
+    let _mount = LoopMount::new(
+        &dir.path().join("volumes.img"),
+        128,
+        &["mkfs.btrfs", "-q"],
+        &volumes,
+    );
+    run("btrfs", &["quota", "enable", volumes.to_str().unwrap()]);
+    node.start(&cluster);
+    let api = cluster.api();
+
+    api.create(&sized_claim("small", &node.name, "2Mi"))
+        .await
+        .unwrap();
+    api.create(&common::pod(
+        &node.name,
+        "filler",
+        serde_json::json!({
+            "restartPolicy": "Never",
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "small"}}],
+            "containers": [{"name": "c", "image": "shoal/busybox:1.35",
+                "command": ["dd", "if=/dev/zero", "of=/data/f", "bs=1M", "count=4"],
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]
+        }),
+    ))
+    .await
+    .unwrap();
+    let done = wait_pod(&api, "filler", "finished", |p: &Pod| {
+        p.status
+            .container_statuses
+            .first()
+            .is_some_and(|c| c.state.terminated.is_some())
+    })
+    .await;
+    let terminated = done.status.container_statuses[0]
+        .state
+        .terminated
+        .clone()
+        .unwrap();
+    assert_ne!(terminated.exit_code, 0, "the write past the size must fail");
+    assert!(
+        terminated.message.contains("Disk quota exceeded"),
+        "{terminated:?}"
+    );
+    let claim = get_claim(&api, "small").await.unwrap();
+    let pv = get_volume(&api, &claim.spec.volume_name).await.unwrap();
+    let said = &pv.metadata.annotations[QUOTA_ANNOTATION];
+    assert!(said.starts_with("enforced at 2097152 bytes"), "{said}");
+    let written = std::fs::metadata(volumes.join(&claim.spec.volume_name).join("f"))
+        .unwrap()
+        .len();
+    assert!(written <= 2 << 20, "{written} bytes written");
+    drop(node);
+}
+
+/// Without quotas (an ext4 without project quotas), the volume is made all the same, and the
+/// volume, an Event on the claim and the log say its size is not enforced.
+#[actix::test]
+async fn a_volume_without_quota_is_made_and_says_so() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    let state = tempfile::tempdir().unwrap();
+    let volumes = state.path().join("volumes");
+    let _mount = LoopMount::new(
+        &state.path().join("volumes.img"),
+        32,
+        &["mkfs.ext4", "-q"],
+        &volumes,
+    );
+    let p = Provisioner::new(
+        cluster.nats.clone(),
+        &cluster.informers,
+        "node-a",
+        state.path(),
+    );
+    let created = api
+        .create(&sized_claim("plain", "node-a", "2Mi"))
+        .await
+        .unwrap();
+    converge(&p, "plain bound", || bound(&api, "plain")).await;
+    let pv = get_volume(&api, &provisioner::volume_name(&created))
+        .await
+        .unwrap();
+    let said = &pv.metadata.annotations[QUOTA_ANNOTATION];
+    assert!(
+        said.starts_with(&format!(
+            "not enforced: ext4 at {} has no project quotas (mount with prjquota)",
+            volumes.display()
+        )),
+        "{said}"
+    );
+    let event: bus_schemas::kinds::Event = api
+        .get("default", &format!("plain.{}.quota", created.metadata.uid))
+        .await
+        .expect("an Event on the claim");
+    assert_eq!(event.reason, "VolumeSizeNotEnforced");
+    assert_eq!(event.involved_object.uid, created.metadata.uid);
+    let dir = volumes.join(provisioner::volume_name(&created));
+    assert!(dir.is_dir());
+
+    // Delete: the directory goes, and lifting a limit that was never set is no error.
+    delete::<PersistentVolumeClaim>(&api, "default", "plain").await;
+    converge(&p, "volume deleted", || async {
+        get_volume(&api, &pv.metadata.name).await.is_none()
+    })
+    .await;
+    assert!(!dir.exists());
 }

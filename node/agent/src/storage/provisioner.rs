@@ -23,10 +23,10 @@
 //! Once they do, these writes need a node-scoped verb that admits only claims selected for
 //! the node and volumes whose affinity is the node.
 //!
-//! NOTE: sizes are not enforced. A directory has no size of its own; enforcing the request
-//! needs a project quota (XFS, or ext4 mounted with `prjquota`) or a loop-mounted file
-//! system per volume, neither of which the state dir can be assumed to have. The request is
-//! recorded as the volume's capacity and nothing more.
+//! Sizes: the directory is made with a quota of the request where the state dir's
+//! filesystem has one ([`super::quota`]). Where it has none, the volume is made all the
+//! same, and that its size is not enforced is said on the volume (`shoal.io/quota`), in an
+//! Event on the claim and in the log: a cluster whose nodes lack quotas should know it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,11 +35,14 @@ use std::time::Duration;
 use bus_schemas::api::{DeleteOptions, Preconditions};
 use bus_schemas::kinds::affinity::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use bus_schemas::kinds::common::ObjectReference;
+use bus_schemas::kinds::event::EventSource;
 use bus_schemas::kinds::persistent_volume::{LocalVolumeSource, VolumeNodeAffinity};
 use bus_schemas::kinds::storage_class::LOCAL_PATH_PROVISIONER;
-use bus_schemas::kinds::{PersistentVolume, PersistentVolumeClaim, Pod, StorageClass};
+use bus_schemas::kinds::{Event, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass};
 use bus_schemas::Resource;
 use shoal_bus::{ApiClient, Informer, InformerFactory};
+
+use super::quota::{self, Limit, PROJECT_ID_ANNOTATION, QUOTA_ANNOTATION};
 
 /// The provisioner's name in `metadata.managedFields`.
 pub const FIELD_MANAGER: &str = "shoal-local-path-provisioner";
@@ -199,6 +202,66 @@ pub fn new_volume(
     pv
 }
 
+/// The bytes a claim requests, if it names a size.
+pub fn requested_bytes(claim: &PersistentVolumeClaim) -> Option<u64> {
+    claim.request().and_then(|q| u64::try_from(q.value()).ok())
+}
+
+/// Records on the volume how its size is held: the project id (for reclaim, after a
+/// restart too) and whether the size is enforced.
+pub fn record_limit(pv: &mut PersistentVolume, limit: &Limit, bytes: Option<u64>) {
+    let annotations = &mut pv.metadata.annotations;
+    if let Limit::Project(id) = limit {
+        annotations.insert(PROJECT_ID_ANNOTATION.into(), id.to_string());
+    }
+    annotations.insert(QUOTA_ANNOTATION.into(), limit.annotation(bytes));
+}
+
+/// The project whose limit to lift once the volume is deleted.
+pub fn recorded_project(pv: &PersistentVolume) -> Option<u32> {
+    pv.metadata
+        .annotations
+        .get(PROJECT_ID_ANNOTATION)
+        .and_then(|id| id.parse().ok())
+        .filter(|id| *id != 0)
+}
+
+/// A Warning on the claim that its volume has no size limit on this node.
+pub fn quota_event(claim: &PersistentVolumeClaim, node: &str, reason: &str) -> Event {
+    let now = chrono::Utc::now();
+    let mut event = Event {
+        involved_object: ObjectReference {
+            kind: "PersistentVolumeClaim".into(),
+            namespace: claim.metadata.namespace.clone(),
+            name: claim.metadata.name.clone(),
+            uid: claim.metadata.uid.clone(),
+            api_version: "v1".into(),
+            ..Default::default()
+        },
+        reason: "VolumeSizeNotEnforced".into(),
+        message: format!(
+            "volume {} on node {node} is a plain directory: its size is not enforced: {reason}",
+            volume_name(claim)
+        ),
+        source: EventSource {
+            component: FIELD_MANAGER.into(),
+            host: node.into(),
+        },
+        first_timestamp: Some(now),
+        last_timestamp: Some(now),
+        count: 1,
+        type_: "Warning".into(),
+        reporting_component: FIELD_MANAGER.into(),
+        reporting_instance: node.into(),
+        ..Default::default()
+    };
+    event.set_type_meta();
+    event.metadata.namespace = claim.metadata.namespace.clone();
+    // One per claim: a provisioning step redone after a crash finds it made.
+    event.metadata.name = format!("{}.{}.quota", claim.metadata.name, claim.metadata.uid);
+    event
+}
+
 pub struct Provisioner {
     api: ApiClient,
     node: String,
@@ -291,8 +354,14 @@ impl Provisioner {
                 Step::Nothing => return Ok(()),
                 Step::CreateVolume => {
                     let dir = self.root.join(&name);
-                    make_dir(&dir).await?;
-                    let pv = new_volume(&claim, class, &self.node, &dir);
+                    let bytes = requested_bytes(&claim);
+                    let limit =
+                        make_dir(&dir, bytes, quota::project_id(&claim.metadata.uid)).await?;
+                    let mut pv = new_volume(&claim, class, &self.node, &dir);
+                    record_limit(&mut pv, &limit, bytes);
+                    if let Limit::NotEnforced(reason) = &limit {
+                        self.warn_unlimited(&claim, reason).await;
+                    }
                     volume = Some(match self.api.create(&pv).await {
                         Ok(created) => created,
                         Err(e) if e.is_already_exists() => self
@@ -343,6 +412,23 @@ impl Provisioner {
         Ok(())
     }
 
+    /// Says that the claim's volume has no size limit: in the log, and in an Event (best
+    /// effort: the volume's annotation says it too).
+    async fn warn_unlimited(&self, claim: &PersistentVolumeClaim, reason: &str) {
+        tracing::warn!(claim = %format!("{}/{}", claim.metadata.namespace, claim.metadata.name),
+            %reason, "volume size not enforced");
+        match self
+            .api
+            .create(&quota_event(claim, &self.node, reason))
+            .await
+        {
+            Err(e) if !e.is_already_exists() => {
+                tracing::warn!(error = %e, "recording the volume-size Event")
+            }
+            _ => {}
+        }
+    }
+
     fn still_mounted(&self, namespace: &str, claim: &str) -> bool {
         self.pods
             .list(Some(namespace), &Default::default())
@@ -372,6 +458,13 @@ impl Provisioner {
                 if let Some(path) = volume.path() {
                     remove_dir(&self.root, Path::new(path)).await?;
                 }
+                if let Some(project) = recorded_project(volume) {
+                    let root = self.root.clone();
+                    tokio::task::spawn_blocking(move || quota::clear(&root, project))
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map_err(|e| format!("lifting the quota of project {project}: {e}"))?;
+                }
                 let options = DeleteOptions {
                     name: volume.metadata.name.clone(),
                     preconditions: Some(Preconditions {
@@ -393,18 +486,13 @@ impl Provisioner {
     }
 }
 
-/// Makes the volume's directory, writable by any user (the container may not run as root),
-/// as other local-path provisioners do.
-async fn make_dir(dir: &Path) -> Result<(), String> {
+/// Makes the volume's directory with its size limit where the filesystem has quotas.
+async fn make_dir(dir: &Path, bytes: Option<u64>, project: u32) -> Result<Limit, String> {
     let dir = dir.to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::create_dir_all(&dir)?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
-    })
-    .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| format!("making the volume directory: {e}"))
+    tokio::task::spawn_blocking(move || quota::make_dir(&dir, bytes, project))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("making the volume directory: {e}"))
 }
 
 /// Removes a volume's directory, refusing any path that is not directly under `root`: the
@@ -502,7 +590,7 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         let volumes = root.path().join("volumes");
         let dir = volumes.join("pvc-u1");
-        make_dir(&dir).await.expect("make");
+        make_dir(&dir, None, 1).await.expect("make");
         assert!(remove_dir(&volumes, Path::new("/etc")).await.is_err());
         assert!(remove_dir(&volumes, &volumes.join("pvc-u1/../.."))
             .await

@@ -1,0 +1,236 @@
+//! One state-log consumer per watched filter, shared by every watch of that filter on this
+//! replica (what Kubernetes' watch cache does for its API servers).
+//!
+//! Why: each watch used to open its own JetStream consumer. With 200 `kubectl get pods -w`
+//! on one gateway, 200 consumers pushed the same events down the gateway's one NATS
+//! connection and some of them stalled under load, so their watchers silently missed
+//! events. Now the log is read once per filter and fanned out in memory.
+//!
+//! A watch starts at a revision of its own, which the shared consumer may have passed. So a
+//! watch is first [caught up](EventSource) from the log privately, from its revision to the
+//! hub's head at the moment it subscribed, and then rides the hub. A watch that falls so far
+//! behind that the hub's buffer overwrote events it had not read catches up privately again
+//! from its last revision: slow readers cost a consumer, never a missed event.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use shoal_bus::store::RawEvent;
+use shoal_bus::watch::RawWatch;
+use shoal_bus::Store;
+use tokio::sync::broadcast;
+
+/// Events a watch may fall behind the hub before it catches up from the log instead.
+const BUFFER: usize = 4096;
+
+/// The shared consumers of one gateway replica; cheap to clone.
+#[derive(Clone, Default)]
+pub struct WatchHub {
+    feeds: Arc<Mutex<HashMap<String, Arc<Feed>>>>,
+}
+
+/// One filter's consumer and its subscribers.
+struct Feed {
+    /// The head and the sender change together, so that a subscriber knows exactly which
+    /// revisions it will receive.
+    state: Mutex<FeedState>,
+}
+
+struct FeedState {
+    sender: broadcast::Sender<Arc<RawEvent>>,
+    /// Every event of the filter up to this revision was sent before any current
+    /// subscriber joined or is in its receiver.
+    head: u64,
+}
+
+/// A subscription: events after `head` arrive on `events`.
+struct Subscription {
+    events: broadcast::Receiver<Arc<RawEvent>>,
+    head: u64,
+}
+
+impl WatchHub {
+    async fn subscribe(&self, store: &Store, filter: &str) -> Subscription {
+        if let Some(feed) = self.feed(filter) {
+            return feed.subscribe();
+        }
+        // Outside the lock: asking the log for its head is a request.
+        let head = store.last_revision().await.unwrap_or(0);
+        let mut feeds = self.feeds.lock().expect("watch hub lock");
+        if let Some(feed) = feeds.get(filter) {
+            return feed.subscribe();
+        }
+        let (sender, events) = broadcast::channel(BUFFER);
+        let feed = Arc::new(Feed {
+            state: Mutex::new(FeedState { sender, head }),
+        });
+        feeds.insert(filter.to_string(), feed.clone());
+        tokio::spawn(pump(
+            self.clone(),
+            store.clone(),
+            filter.to_string(),
+            feed,
+            head,
+        ));
+        Subscription { events, head }
+    }
+
+    fn forget(&self, filter: &str, feed: &Arc<Feed>) {
+        let mut feeds = self.feeds.lock().expect("watch hub lock");
+        if feeds.get(filter).is_some_and(|f| Arc::ptr_eq(f, feed)) {
+            feeds.remove(filter);
+        }
+    }
+
+    fn feed(&self, filter: &str) -> Option<Arc<Feed>> {
+        self.feeds
+            .lock()
+            .expect("watch hub lock")
+            .get(filter)
+            .cloned()
+    }
+
+    /// Removes the feed if nobody listens any more; true if it was removed. Under the hub's
+    /// lock, so a watch cannot subscribe to a feed whose consumer is stopping.
+    fn retire_if_unused(&self, filter: &str, feed: &Arc<Feed>) -> bool {
+        let mut feeds = self.feeds.lock().expect("watch hub lock");
+        let unused = feed
+            .state
+            .lock()
+            .expect("feed lock")
+            .sender
+            .receiver_count()
+            == 0;
+        if unused && feeds.get(filter).is_some_and(|f| Arc::ptr_eq(f, feed)) {
+            feeds.remove(filter);
+        }
+        unused
+    }
+}
+
+impl Feed {
+    fn subscribe(&self) -> Subscription {
+        let state = self.state.lock().expect("feed lock");
+        Subscription {
+            events: state.sender.subscribe(),
+            head: state.head,
+        }
+    }
+}
+
+/// Reads the filter's events from the log after `head` and fans them out, until the last
+/// subscriber has gone.
+async fn pump(hub: WatchHub, store: Store, filter: String, feed: Arc<Feed>, head: u64) {
+    let mut watch = RawWatch::start(store, filter.clone(), head + 1);
+    let mut idle_check = tokio::time::interval(std::time::Duration::from_secs(30));
+    idle_check.tick().await;
+    loop {
+        tokio::select! {
+            event = watch.next() => {
+                let Some(event) = event else {
+                    // Dropping the last handle on the feed closes its subscribers' channels,
+                    // and they join a new one.
+                    hub.forget(&filter, &feed);
+                    return;
+                };
+                let mut state = feed.state.lock().expect("feed lock");
+                state.head = event.revision;
+                // No receivers is not an error here: the idle check retires the feed.
+                let _ = state.sender.send(Arc::new(event));
+            }
+            _ = idle_check.tick() => {
+                if hub.retire_if_unused(&filter, &feed) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The events of one watch, in revision order and without gaps, from a starting revision.
+pub struct EventSource {
+    hub: WatchHub,
+    store: Store,
+    filter: String,
+    /// The newest revision handed out (or the watch's start).
+    last: u64,
+    mode: Mode,
+}
+
+enum Mode {
+    /// Not subscribed yet (or fell behind): subscribe, then catch up if needed.
+    Joining,
+    /// Reading the log privately up to `until`, the hub's head when it subscribed.
+    CatchingUp {
+        private: RawWatch,
+        until: u64,
+        subscription: broadcast::Receiver<Arc<RawEvent>>,
+    },
+    Riding(broadcast::Receiver<Arc<RawEvent>>),
+}
+
+impl EventSource {
+    /// Events of `filter` after revision `after`.
+    pub fn new(hub: &WatchHub, store: &Store, filter: String, after: u64) -> EventSource {
+        EventSource {
+            hub: hub.clone(),
+            store: store.clone(),
+            filter,
+            last: after,
+            mode: Mode::Joining,
+        }
+    }
+
+    /// The next event; None only if the log cannot be read at all any more.
+    pub async fn next(&mut self) -> Option<Arc<RawEvent>> {
+        loop {
+            match &mut self.mode {
+                Mode::Joining => {
+                    let Subscription { events, head } =
+                        self.hub.subscribe(&self.store, &self.filter).await;
+                    self.mode = if head > self.last {
+                        let private =
+                            RawWatch::start(self.store.clone(), self.filter.clone(), self.last + 1);
+                        Mode::CatchingUp {
+                            private,
+                            until: head,
+                            subscription: events,
+                        }
+                    } else {
+                        Mode::Riding(events)
+                    };
+                }
+                Mode::CatchingUp {
+                    private,
+                    until,
+                    subscription,
+                } => {
+                    if self.last >= *until {
+                        let events = std::mem::replace(subscription, broadcast::channel(1).1);
+                        self.mode = Mode::Riding(events);
+                        continue;
+                    }
+                    let event = private.next().await?;
+                    self.last = event.revision;
+                    return Some(Arc::new(event));
+                }
+                Mode::Riding(events) => match events.recv().await {
+                    Ok(event) if event.revision <= self.last => continue,
+                    Ok(event) => {
+                        self.last = event.revision;
+                        return Some(event);
+                    }
+                    Err(broadcast::error::RecvError::Lagged(skipped)) => {
+                        tracing::debug!(
+                            filter = %self.filter,
+                            skipped,
+                            "a watch fell behind the shared consumer; catching up from the log"
+                        );
+                        self.mode = Mode::Joining;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => self.mode = Mode::Joining,
+                },
+            }
+        }
+    }
+}
