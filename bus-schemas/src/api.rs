@@ -105,6 +105,13 @@ pub struct PatchRequest {
 }
 
 /// `shoal.v1.agent.<node>.exec`: run a command in a running container.
+///
+/// Without `session` the command runs to completion and the reply carries its buffered
+/// output (probes, hooks, non-interactive `exec`). With `session` set the agent answers at
+/// once ([`ExecReply::started`], or an error), then streams [`ExecOutput`] on
+/// [`crate::subjects::exec_session_out`] and takes [`ExecInput`] on
+/// [`crate::subjects::exec_session_in`] until the command exits (bus-schemas README, *Exec
+/// sessions*).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecRequest {
@@ -114,8 +121,28 @@ pub struct ExecRequest {
     #[serde(default)]
     pub container: String,
     pub command: Vec<String>,
+    /// One-shot only: seconds before the command is killed (0: 60). A session has no deadline;
+    /// it lives while its client keeps talking.
     #[serde(default)]
     pub timeout_seconds: u32,
+    /// A streaming session's id: one subject token of `[A-Za-z0-9_-]`, at most 64 characters,
+    /// chosen unguessable by the client. Empty: one-shot.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub session: String,
+    /// Session: the command reads what the client sends as stdin (otherwise /dev/null).
+    #[serde(default)]
+    pub stdin: bool,
+    /// Session: the command runs on a pseudo-terminal (its controlling terminal); stdout and
+    /// stderr are then one stream, sent as stdout.
+    #[serde(default)]
+    pub tty: bool,
+    /// Session with a TTY: the terminal's size at start (later sizes come as resizes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal_size: Option<TerminalSize>,
+    /// Session: seconds without any message from the client after which the agent kills the
+    /// command and ends the session (0: 15). Clients send a heartbeat every few seconds.
+    #[serde(default)]
+    pub idle_timeout_seconds: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +155,85 @@ pub struct ExecReply {
     pub stderr: Vec<u8>,
     #[serde(default)]
     pub error: String,
+    /// Session: the command started and its output follows on the session's `out` subject.
+    /// An agent that predates sessions never sets it (it would have run the command one-shot).
+    #[serde(default)]
+    pub started: bool,
+}
+
+/// A terminal's size in character cells (Kubernetes' `TerminalSize`: Width, Height).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TerminalSize {
+    pub width: u16,
+    pub height: u16,
+}
+
+/// One message on `shoal.v1.agent.<node>.exec.<session>.out`, from the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecOutput {
+    /// 1, 2, 3… over the session: a client that sees a gap lost output and must end the
+    /// session rather than show a corrupted stream.
+    pub seq: u64,
+    pub event: ExecOutputEvent,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ExecOutputEvent {
+    /// Output of the command (a TTY's whole output), at most 32 KiB a message.
+    Stdout(#[serde(with = "serde_bytes_compat")] Vec<u8>),
+    Stderr(#[serde(with = "serde_bytes_compat")] Vec<u8>),
+    /// Sent every couple of seconds: the agent and the command are still there.
+    Heartbeat,
+    /// The last message of a session.
+    Exit(ExecExit),
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecExit {
+    /// The command's exit code; 128+n when signal n killed it; -1 when it never ran.
+    pub exit_code: i32,
+    /// The signal that killed it (`SIGKILL`), empty when it exited.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signal: String,
+    /// Why the agent ended the session, when it did (client silent, input lost, …).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// One message on `shoal.v1.agent.<node>.exec.<session>.in`, from the client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecInput {
+    /// 1, 2, 3… over the session: the agent ends a session whose input has a gap (a stdin
+    /// chunk may be missing).
+    pub seq: u64,
+    /// The highest output `seq` the client has consumed: the agent keeps at most
+    /// [`EXEC_OUTPUT_WINDOW`] messages in flight past it, and stops reading the command's
+    /// output meanwhile (the command then blocks on a full pipe, as on a slow terminal).
+    #[serde(default)]
+    pub ack: u64,
+    pub event: ExecInputEvent,
+}
+
+/// Output messages the agent sends past the client's last `ack`.
+pub const EXEC_OUTPUT_WINDOW: u64 = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ExecInputEvent {
+    Stdin(#[serde(with = "serde_bytes_compat")] Vec<u8>),
+    Resize(TerminalSize),
+    /// End of stdin: the command reads EOF once what was sent before is written.
+    CloseStdin,
+    /// Nothing to say but "still here" (and the `ack`).
+    Heartbeat,
+    /// The client left: kill the command now.
+    Cancel,
 }
 
 /// One usage sample of a pod, published by its node every few seconds.
@@ -238,4 +344,66 @@ pub struct ScaleStatus {
     /// The workload's pod selector in label-selector syntax (`app=web,tier in (a,b)`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub selector: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec;
+
+    #[test]
+    fn exec_session_messages_round_trip_through_msgpack() {
+        let out = ExecOutput {
+            seq: 7,
+            event: ExecOutputEvent::Stdout(b"42\r\n".to_vec()),
+        };
+        let back: ExecOutput = codec::from_msgpack(&codec::to_msgpack(&out).unwrap()).unwrap();
+        assert_eq!(back, out);
+        let exit = ExecOutput {
+            seq: 8,
+            event: ExecOutputEvent::Exit(ExecExit {
+                exit_code: 137,
+                signal: "SIGKILL".into(),
+                error: String::new(),
+            }),
+        };
+        let back: ExecOutput = codec::from_msgpack(&codec::to_msgpack(&exit).unwrap()).unwrap();
+        assert_eq!(back, exit);
+        for event in [
+            ExecInputEvent::Stdin(vec![0, 255, 3]),
+            ExecInputEvent::Resize(TerminalSize {
+                width: 100,
+                height: 40,
+            }),
+            ExecInputEvent::CloseStdin,
+            ExecInputEvent::Heartbeat,
+        ] {
+            let input = ExecInput {
+                seq: 1,
+                ack: 3,
+                event,
+            };
+            let back: ExecInput = codec::from_msgpack(&codec::to_msgpack(&input).unwrap()).unwrap();
+            assert_eq!(back, input);
+        }
+    }
+
+    #[test]
+    fn a_one_shot_request_from_an_older_client_decodes_without_session_fields() {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Old {
+            namespace: &'static str,
+            pod: &'static str,
+            command: Vec<&'static str>,
+        }
+        let body = codec::to_msgpack(&Old {
+            namespace: "default",
+            pod: "web",
+            command: vec!["true"],
+        })
+        .unwrap();
+        let req: ExecRequest = codec::from_msgpack(&body).unwrap();
+        assert!(req.session.is_empty() && !req.stdin && !req.tty);
+    }
 }

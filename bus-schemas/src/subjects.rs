@@ -339,6 +339,33 @@ pub fn agent_request(node: &str, what: &str) -> String {
     format!("shoal.v1.agent.{}.{what}", encode_token(node))
 }
 
+/// `shoal.v1.agent.<node>.exec.<session>.out`: a streaming exec session's output.
+pub fn exec_session_out(node: &str, session: &str) -> String {
+    format!(
+        "{}.{}.out",
+        agent_request(node, "exec"),
+        encode_token(session)
+    )
+}
+
+/// `shoal.v1.agent.<node>.exec.<session>.in`: a streaming exec session's input.
+pub fn exec_session_in(node: &str, session: &str) -> String {
+    format!(
+        "{}.{}.in",
+        agent_request(node, "exec"),
+        encode_token(session)
+    )
+}
+
+/// Whether `id` can name an exec session: one plain subject token, short enough to log.
+pub fn valid_exec_session(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// `shoal.v1.hooks.autoscale.<name>`.
 pub fn autoscale_hook(name: &str) -> String {
     format!("shoal.v1.hooks.autoscale.{}", encode_token(name))

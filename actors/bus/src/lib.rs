@@ -19,6 +19,8 @@
 //!   and indexes by namespace, label and owner.
 //! - [`workqueue`]: per-key work queue with one running + one pending per key, bounded
 //!   concurrency, and per-key backoff that resets on success.
+//! - [`exec`]: the client side of streaming exec sessions (stdin, TTY, resizes) with a node
+//!   agent: ordered, acknowledged, heartbeated.
 //! - [`controller`]: the reconcile runner that ties an informer to a work queue;
 //!   [`reconcile_span`]: the span and metrics of each reconcile.
 
@@ -31,6 +33,7 @@ pub mod backoff;
 pub mod client;
 pub mod cluster;
 pub mod controller;
+pub mod exec;
 pub mod informer;
 pub mod leader;
 pub mod natsd;

@@ -1,15 +1,15 @@
 //! `kubectl exec` over WebSocket (the `v5.channel.k8s.io` remote-command protocol kubectl
-//! 1.32 uses by default, and v4): the command runs through the node agent's bus exec, and
-//! its output comes back on the stdout and stderr channels, then its outcome as a Status on
-//! the error channel.
-//!
-//! NOTE: the bus exec has no stdin and no TTY yet, so `-i` and `-t` are answered with a
-//! Status saying so; interactive sessions need the agent's exec extended first.
+//! 1.32 uses by default, and v4). Without `-i`/`-t` the command runs through the node agent's
+//! one-shot bus exec and its buffered output comes back on the stdout and stderr channels.
+//! With `-i` or `-t` it runs as a streaming session ([`shoal_bus::exec`]): stdin (channel 0),
+//! terminal resizes (channel 4) and v5's stream close (channel 255) go to the agent as they
+//! arrive, output comes back on channels 1 and 2 (one stream with a TTY) as it is printed,
+//! and the outcome ends the stream as a Status on the error channel (3), as the kubelet
+//! sends it.
 
 use std::time::Duration;
 
-use base64::Engine;
-use bus_schemas::api::{ExecReply, ExecRequest};
+use bus_schemas::api::{ExecExit, ExecReply, ExecRequest};
 use bus_schemas::{codec, subjects, Reason};
 use hyper::body::Incoming;
 use hyper::header::{
@@ -19,16 +19,23 @@ use hyper::header::{
 use hyper::StatusCode;
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
+use shoal_bus::exec::{ExecEvent, ExecInputs, ExecOutputs};
+use tokio::io::{AsyncRead, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 use crate::bus::Bus;
 use crate::http::{self, Response};
+use crate::websocket::{self, close_frame, frame, Message, OP_BINARY, OP_PONG};
 
 /// The subprotocols served, most preferred first.
 const PROTOCOLS: &[&str] = &["v5.channel.k8s.io", "v4.channel.k8s.io"];
+const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
 const STDERR: u8 = 2;
 const ERROR: u8 = 3;
+const RESIZE: u8 = 4;
+/// v5: "no more data on the stream named in the payload" (kubectl sends it at stdin's EOF).
+const CLOSE: u8 = 255;
 /// How long a command may run.
 const EXEC_TIMEOUT_SECONDS: u32 = 300;
 
@@ -42,39 +49,21 @@ pub fn is_exec_upgrade(req: &hyper::Request<Incoming>) -> bool {
             .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
-/// `Sec-WebSocket-Accept` for a client's key (RFC 6455 §4.2.2).
-fn accept_key(key: &str) -> String {
-    const GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-    let digest = ring::digest::digest(
-        &ring::digest::SHA1_FOR_LEGACY_USE_ONLY,
-        format!("{key}{GUID}").as_bytes(),
-    );
-    base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
-}
-
-/// One unmasked binary frame (servers never mask), or a close frame.
-fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
-    let mut out = vec![0x80 | opcode];
-    match payload.len() {
-        n if n < 126 => out.push(n as u8),
-        n if n <= u16::MAX as usize => {
-            out.push(126);
-            out.extend((n as u16).to_be_bytes());
-        }
-        n => {
-            out.push(127);
-            out.extend((n as u64).to_be_bytes());
-        }
-    }
-    out.extend_from_slice(payload);
-    out
-}
-
 fn channel(id: u8, data: &[u8]) -> Vec<u8> {
     let mut payload = Vec::with_capacity(data.len() + 1);
     payload.push(id);
     payload.extend_from_slice(data);
-    frame(0x2, &payload)
+    frame(OP_BINARY, &payload)
+}
+
+/// The Status of a session's end, as for a one-shot reply.
+fn session_outcome(exit: &ExecExit) -> Value {
+    let reply = ExecReply {
+        exit_code: exit.exit_code,
+        error: exit.error.clone(),
+        ..Default::default()
+    };
+    outcome(&Ok(reply))
 }
 
 fn outcome(reply: &Result<ExecReply, String>) -> Value {
@@ -143,24 +132,41 @@ pub async fn serve(bus: Bus, mut req: hyper::Request<Incoming>) -> Response {
             .get(k)
             .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
     };
-    let interactive = flag("stdin") || flag("tty");
-    let accept = accept_key(key);
+    let tty = flag("tty");
+    let interactive = flag("stdin") || tty;
+    let accept = websocket::accept_key(key);
     let request = ExecRequest {
         namespace: namespace.clone(),
         pod: pod.clone(),
         container: query.get("container").cloned().unwrap_or_default(),
         command: commands,
-        timeout_seconds: EXEC_TIMEOUT_SECONDS,
+        timeout_seconds: if interactive { 0 } else { EXEC_TIMEOUT_SECONDS },
+        stdin: flag("stdin"),
+        tty,
+        ..Default::default()
     };
+    let v5 = *protocol == PROTOCOLS[0];
     let upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         let Ok(upgraded) = upgrade.await else { return };
         let mut io = TokioIo::new(upgraded);
-        let reply = if interactive {
-            Err("stdin and TTY are not supported by this cluster's exec yet: run the command without -i/-t".to_string())
-        } else {
-            run(&bus, &request).await
-        };
+        if interactive {
+            let (read, mut write) = tokio::io::split(io);
+            match start_session(&bus, request).await {
+                Ok((inputs, outputs)) => {
+                    session(read, &mut write, inputs, outputs, v5, tty).await;
+                }
+                Err(e) => {
+                    let status = serde_json::to_vec(&outcome(&Err(e))).unwrap_or_default();
+                    let _ = write.write_all(&channel(ERROR, &status)).await;
+                    let _ = write.write_all(&close_frame(1000)).await;
+                }
+            }
+            let _ = write.flush().await;
+            let _ = write.shutdown().await;
+            return;
+        }
+        let reply = run(&bus, &request).await;
         if let Ok(r) = &reply {
             if !r.stdout.is_empty() {
                 let _ = io.write_all(&channel(STDOUT, &r.stdout)).await;
@@ -171,7 +177,7 @@ pub async fn serve(bus: Bus, mut req: hyper::Request<Incoming>) -> Response {
         }
         let status = serde_json::to_vec(&outcome(&reply)).unwrap_or_default();
         let _ = io.write_all(&channel(ERROR, &status)).await;
-        let _ = io.write_all(&frame(0x8, &1000u16.to_be_bytes())).await;
+        let _ = io.write_all(&close_frame(1000)).await;
         let _ = io.flush().await;
         let _ = io.shutdown().await;
     });
@@ -187,11 +193,11 @@ pub async fn serve(bus: Bus, mut req: hyper::Request<Incoming>) -> Response {
     resp
 }
 
-/// Runs the command through the pod's node agent.
-async fn run(bus: &Bus, request: &ExecRequest) -> Result<ExecReply, String> {
+/// The node the pod runs on.
+async fn node_of(bus: &Bus, namespace: &str, name: &str) -> Result<String, String> {
     let pods = crate::resources::of_kind("Pod").expect("pods are served");
     let pod = bus
-        .get(&pods, &request.namespace, &request.pod)
+        .get(&pods, namespace, name)
         .await
         .map_err(|e| e.to_string())?;
     let node = pod
@@ -200,12 +206,17 @@ async fn run(bus: &Bus, request: &ExecRequest) -> Result<ExecReply, String> {
         .unwrap_or("");
     if node.is_empty() {
         return Err(format!(
-            "pod {:?} is not scheduled to a node yet: nothing runs to exec into",
-            request.pod
+            "pod {name:?} is not scheduled to a node yet: nothing runs to exec into"
         ));
     }
+    Ok(node.to_string())
+}
+
+/// Runs the command through the pod's node agent.
+async fn run(bus: &Bus, request: &ExecRequest) -> Result<ExecReply, String> {
+    let node = node_of(bus, &request.namespace, &request.pod).await?;
     let body = codec::to_msgpack(request).map_err(|e| e.to_string())?;
-    let subject = subjects::agent_request(node, "exec");
+    let subject = subjects::agent_request(&node, "exec");
     let wait = Duration::from_secs(u64::from(EXEC_TIMEOUT_SECONDS) + 10);
     let reply = tokio::time::timeout(wait, bus.nats.request(subject, body.into()))
         .await
@@ -214,24 +225,143 @@ async fn run(bus: &Bus, request: &ExecRequest) -> Result<ExecReply, String> {
     codec::from_msgpack(&reply.payload).map_err(|e| e.to_string())
 }
 
+async fn start_session(
+    bus: &Bus,
+    request: ExecRequest,
+) -> Result<(ExecInputs, ExecOutputs), String> {
+    let node = node_of(bus, &request.namespace, &request.pod).await?;
+    shoal_bus::exec::start(&bus.nats, &node, request)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// kubectl's resize message (Kubernetes' `TerminalSize`, Go field names).
+#[derive(serde::Deserialize)]
+struct Resize {
+    #[serde(rename = "Width")]
+    width: u16,
+    #[serde(rename = "Height")]
+    height: u16,
+}
+
+/// Relays one interactive session until the command ends or the client leaves; the client
+/// leaving (or its connection failing) cancels the command.
+async fn session<R, W>(
+    read: R,
+    write: &mut W,
+    inputs: ExecInputs,
+    outputs: ExecOutputs,
+    v5: bool,
+    tty: bool,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    // One writer (this task) for the output and the pongs, fed by both directions.
+    let (frames_tx, mut frames) = mpsc::channel::<Vec<u8>>(64);
+    let client = tokio::spawn(from_client(read, inputs.clone(), frames_tx.clone(), v5));
+    let output = tokio::spawn(to_client(outputs, frames_tx, tty));
+    while let Some(bytes) = frames.recv().await {
+        if write.write_all(&bytes).await.is_err() {
+            break;
+        }
+        if bytes.first() == Some(&(0x80 | websocket::OP_CLOSE)) {
+            break;
+        }
+    }
+    client.abort();
+    if !output.is_finished() {
+        output.abort();
+        inputs.cancel().await;
+    }
+}
+
+/// Client frames into session input: stdin, resizes, stdin's close; pings answered.
+async fn from_client<R: AsyncRead + Unpin>(
+    read: R,
+    inputs: ExecInputs,
+    frames: mpsc::Sender<Vec<u8>>,
+    v5: bool,
+) {
+    let mut reader = websocket::Reader::new(read);
+    loop {
+        let message = match reader.next().await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!(error = %e, "exec client gone");
+                break;
+            }
+        };
+        match message {
+            Message::Ping(payload) => {
+                let _ = frames.send(frame(OP_PONG, &payload)).await;
+            }
+            Message::Pong => {}
+            Message::Close => {
+                let _ = frames.send(close_frame(1000)).await;
+                break;
+            }
+            Message::Data(data) => match data.split_first() {
+                Some((&STDIN, rest)) if !rest.is_empty() => inputs.stdin(rest.to_vec()).await,
+                Some((&RESIZE, rest)) => match serde_json::from_slice::<Resize>(rest) {
+                    Ok(r) => inputs.resize(r.width, r.height).await,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "exec: a resize message that is not {{Width, Height}} ignored")
+                    }
+                },
+                Some((&CLOSE, [stream, ..])) if v5 && *stream == STDIN => {
+                    inputs.close_stdin().await
+                }
+                _ => {}
+            },
+        }
+    }
+    inputs.cancel().await;
+}
+
+/// Session output into channel frames, then the Status and the close.
+async fn to_client(mut outputs: ExecOutputs, frames: mpsc::Sender<Vec<u8>>, tty: bool) {
+    let status = loop {
+        match outputs.next().await {
+            Ok(ExecEvent::Stdout(d)) => {
+                if frames.send(channel(STDOUT, &d)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(ExecEvent::Stderr(d)) => {
+                let id = if tty { STDOUT } else { STDERR };
+                if frames.send(channel(id, &d)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(ExecEvent::Exit(exit)) => break session_outcome(&exit),
+            Err(e) => break outcome(&Err(e.to_string())),
+        }
+    };
+    let status = serde_json::to_vec(&status).unwrap_or_default();
+    let _ = frames.send(channel(ERROR, &status)).await;
+    let _ = frames.send(close_frame(1000)).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn accept_key_follows_rfc6455() {
-        // The example handshake of RFC 6455 §1.3.
-        assert_eq!(
-            accept_key("dGhlIHNhbXBsZSBub25jZQ=="),
-            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
-        );
+    fn channels_prefix_their_id() {
+        assert_eq!(channel(STDOUT, b"x"), vec![0x82, 2, 1, b'x']);
     }
 
     #[test]
-    fn frames_carry_their_length() {
-        assert_eq!(frame(0x2, b"ab"), vec![0x82, 2, b'a', b'b']);
-        let long = frame(0x2, &[0; 300]);
-        assert_eq!(&long[..4], &[0x82, 126, 1, 44]);
-        assert_eq!(channel(STDOUT, b"x"), vec![0x82, 2, 1, b'x']);
+    fn a_session_exit_is_the_status_kubelet_sends() {
+        let ok = session_outcome(&ExecExit::default());
+        assert_eq!(ok["status"], "Success");
+        let five = session_outcome(&ExecExit {
+            exit_code: 5,
+            ..Default::default()
+        });
+        assert_eq!(five["reason"], "NonZeroExitCode");
+        assert_eq!(five["details"]["causes"][0]["reason"], "ExitCode");
+        assert_eq!(five["details"]["causes"][0]["message"], "5");
     }
 }

@@ -17,7 +17,8 @@
 //! - [`field_manager`]: `fieldManager`/`force` into the bus' field-manager headers.
 //! - [`strategic`]: strategic merge patch.
 //! - [`scale`], [`logs`], [`metrics`]: the scale and log subresources, `metrics.k8s.io`.
-//! - [`exec`]: `pods/exec` over WebSocket (remote-command v5/v4) through the agent's exec.
+//! - [`exec`]: `pods/exec` over WebSocket (remote-command v5/v4) through the agent's exec:
+//!   one-shot, or a streaming session for `-i`/`-t`; [`websocket`]: the RFC 6455 framing.
 //! - [`watch`]: watch streams from a resourceVersion, bookmarks, 410 Expired.
 //! - [`watch_hub`]: one state-log consumer per watched filter, shared by this replica's
 //!   watches, each caught up privately from its own revision first.
@@ -53,6 +54,7 @@ pub mod table;
 pub mod tls;
 pub mod watch;
 pub mod watch_hub;
+pub mod websocket;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -24,6 +24,14 @@ impl Backend {
         }
     }
 
+    /// The real runtime, for what only it can do (interactive exec sessions).
+    pub fn linux(&self) -> Option<&Arc<LinuxRuntime>> {
+        match self {
+            Backend::Linux(rt) => Some(rt),
+            Backend::Hollow(_) => None,
+        }
+    }
+
     pub fn is_hollow(&self) -> bool {
         matches!(self, Backend::Hollow(_))
     }

@@ -22,6 +22,8 @@
 //! - [`events`]: Events about this node's pods, sent as `pod-event` reports.
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
 //! - [`telemetry`]: log shipping, usage samples, exec requests.
+//! - [`exec_session`]: interactive exec sessions (pty or pipes) streamed over the bus, with
+//!   heartbeats, flow control and no process left behind.
 //! - [`scrape`]: pods' own Prometheus endpoints (`prometheus.io/scrape`), read from the
 //!   node's network and published with the pod's usage sample.
 //! - [`traces`]: the spans of a pod's start and the node's Prometheus metrics.
@@ -34,6 +36,7 @@ pub mod agent;
 pub mod backend;
 pub mod config;
 pub mod events;
+pub mod exec_session;
 pub mod hooks;
 pub mod hostnet;
 pub mod machine;

@@ -3,7 +3,8 @@
 //! Log lines are shipped to `shoal.v1.logs.<ns>.<pod>.<container>` (captured by the bounded
 //! `SHOAL_LOGS` stream, so `shoal logs` needs no connection to the node); usage samples go to
 //! `shoal.v1.metrics.<node>.<ns>.<pod>` every few seconds (the `SHOAL_METRICS` stream keeps
-//! the latest). Exec is request/reply on `shoal.v1.agent.<node>.exec`.
+//! the latest). Exec is request/reply on `shoal.v1.agent.<node>.exec`: one-shot here, or
+//! the start of a streaming session ([`crate::exec_session`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,7 +92,7 @@ pub async fn serve_exec(ctx: Arc<AgentCtx>, nats: async_nats::Client, pods: Info
                 return;
             };
             let reply = match codec::from_msgpack::<ExecRequest>(&msg.payload) {
-                Ok(req) => exec(&ctx, &pods, req).await,
+                Ok(req) => exec(&ctx, &nats, &pods, req).await,
                 Err(e) => ExecReply {
                     exit_code: -1,
                     error: format!("malformed exec request: {e}"),
@@ -105,17 +106,52 @@ pub async fn serve_exec(ctx: Arc<AgentCtx>, nats: async_nats::Client, pods: Info
     }
 }
 
-async fn exec(ctx: &Arc<AgentCtx>, pods: &Informer<Pod>, req: ExecRequest) -> ExecReply {
+async fn exec(
+    ctx: &Arc<AgentCtx>,
+    nats: &async_nats::Client,
+    pods: &Informer<Pod>,
+    req: ExecRequest,
+) -> ExecReply {
     let fail = |error: String| ExecReply {
         exit_code: -1,
         error,
         ..Default::default()
     };
+    let container = match find_container(ctx, pods, &req).await {
+        Ok(id) => id,
+        Err(e) => return fail(e),
+    };
+    if !req.session.is_empty() {
+        return crate::exec_session::start(ctx, nats, container, req).await;
+    }
+    let timeout = Duration::from_secs(if req.timeout_seconds == 0 {
+        60
+    } else {
+        req.timeout_seconds as u64
+    });
+    let request = shoal_node::runtime::ExecRequest::new(req.command.clone(), timeout);
+    match ctx.call(move |rt| rt.exec(&container, &request)).await {
+        Ok(r) => ExecReply {
+            exit_code: r.exit_code,
+            stdout: r.stdout,
+            stderr: r.stderr,
+            ..Default::default()
+        },
+        Err(e) => fail(e.to_string()),
+    }
+}
+
+/// The id of the running container `req` names (the pod's first when it names none).
+async fn find_container(
+    ctx: &Arc<AgentCtx>,
+    pods: &Informer<Pod>,
+    req: &ExecRequest,
+) -> Result<String, String> {
     let Some(pod) = pods.get(&req.namespace, &req.pod) else {
-        return fail(format!("pod {}/{} not found", req.namespace, req.pod));
+        return Err(format!("pod {}/{} not found", req.namespace, req.pod));
     };
     if pod.spec.node_name != ctx.config.node_name {
-        return fail(format!(
+        return Err(format!(
             "pod {}/{} is not on node {}",
             req.namespace, req.pod, ctx.config.node_name
         ));
@@ -139,27 +175,12 @@ async fn exec(ctx: &Arc<AgentCtx>, pods: &Informer<Pod>, req: ExecRequest) -> Ex
         .filter(|c| c.sandbox_id == uid && c.name == name)
         .collect();
     candidates.sort_by_key(|c| c.started_at);
-    let Some(container) = candidates.pop() else {
-        return fail(format!(
+    match candidates.pop() {
+        Some(c) => Ok(c.id),
+        None => Err(format!(
             "container {name:?} is not running in pod {}/{}",
             req.namespace, req.pod
-        ));
-    };
-    let timeout = Duration::from_secs(if req.timeout_seconds == 0 {
-        60
-    } else {
-        req.timeout_seconds as u64
-    });
-    let request = shoal_node::runtime::ExecRequest::new(req.command.clone(), timeout);
-    let id = container.id.clone();
-    match ctx.call(move |rt| rt.exec(&id, &request)).await {
-        Ok(r) => ExecReply {
-            exit_code: r.exit_code,
-            stdout: r.stdout,
-            stderr: r.stderr,
-            error: String::new(),
-        },
-        Err(e) => fail(e.to_string()),
+        )),
     }
 }
 

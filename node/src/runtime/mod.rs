@@ -20,6 +20,7 @@
 mod linux;
 mod shimcall;
 
+pub use linux::session::{decode_event, resize, ExecSession, SessionRequest};
 pub use linux::{LinuxRuntime, RuntimeConfig};
 
 use crate::cgroups::CgroupStats;

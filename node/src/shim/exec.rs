@@ -26,7 +26,9 @@ pub(super) fn exec(spec: &ExecSpec) -> Reply {
     }
 }
 
-fn run(spec: &ExecSpec) -> Result<ExecReply, StepError> {
+/// Joins the running container's cgroup and ipc/uts/net/pid/mnt namespaces: the next
+/// child forked runs inside it (the pid namespace applies to children only).
+pub(super) fn enter_container(spec: &ExecSpec) -> Result<(), StepError> {
     if !crate::util::process_alive(spec.pid, spec.start_time) {
         return Err(StepError::new("exec", "container is not running"));
     }
@@ -50,7 +52,11 @@ fn run(spec: &ExecSpec) -> Result<ExecReply, StepError> {
     for (f, flag, name) in &ns {
         namespaces::join(f, *flag, "join namespace", *name)?;
     }
-    drop(ns);
+    Ok(())
+}
+
+fn run(spec: &ExecSpec) -> Result<ExecReply, StepError> {
+    enter_container(spec)?;
     let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| StepError::sys("exec", e, "pipe2"))?;
     let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| StepError::sys("exec", e, "pipe2"))?;
     let (rep_r, rep_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| StepError::sys("exec", e, "pipe2"))?;
@@ -189,6 +195,12 @@ fn child(spec: &ExecSpec, out_w: OwnedFd, err_w: OwnedFd) -> Result<Infallible, 
     nix::unistd::dup2_stdout(&out_w).map_err(|e| StepError::sys("stdio", e, "dup2"))?;
     nix::unistd::dup2_stderr(&err_w).map_err(|e| StepError::sys("stdio", e, "dup2"))?;
     drop((null, out_w, err_w));
+    exec_command(spec)
+}
+
+/// The end of every exec'd process' setup, its stdio in place: the container's user,
+/// working directory, capabilities and environment, then execve. Returns only on failure.
+pub(super) fn exec_command(spec: &ExecSpec) -> Result<Infallible, StepError> {
     let ids = user::resolve(
         spec.user.as_deref(),
         Path::new("/etc/passwd"),

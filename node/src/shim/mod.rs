@@ -13,6 +13,10 @@
 //!   succeeded.
 //! * `exec` ([`ExecSpec`]): join a running container's namespaces and cgroup,
 //!   run a command, and reply with its exit code and output.
+//! * `exec-session` ([`SessionSpec`], on the control socket the caller passes as fd 3): run
+//!   an interactive command in a running container on the stdio the caller passes (a pty's
+//!   slave or pipes), report [`SessionEvent`]s, and kill the command's process group when the
+//!   caller lets go ([`session`]).
 //! * `sandbox` ([`SandboxNsSpec`]): create and bind-mount the pod's net/ipc/uts
 //!   namespaces and wire up the veth pair.
 //!   With `pause_file` set it also forks the pod's pause process, PID 1 of a
@@ -29,6 +33,7 @@ mod monitor;
 mod mounts;
 mod namespaces;
 mod sandbox;
+mod session;
 mod user;
 
 use crate::cgroups::CgroupConfig;
@@ -92,6 +97,32 @@ pub struct ExecSpec {
     pub timeout_ms: u64,
     /// Output beyond this many bytes per stream is dropped.
     pub max_output: usize,
+}
+
+/// Request for `shoal-shim exec-session` (the first message on its control socket).
+/// `exec.timeout_ms` and `exec.max_output` do not apply: a session lasts while its caller
+/// holds it, and its output is streamed, not collected.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionSpec {
+    pub exec: ExecSpec,
+    /// Fd 0 is a terminal: make it the command's controlling terminal.
+    pub tty: bool,
+}
+
+/// What `shoal-shim exec-session` reports on its control socket, one JSON message each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SessionEvent {
+    /// The command was exec'd; `pid` is its pid on the host.
+    Started { pid: i32 },
+    /// It could not be started (nothing runs).
+    Failed(StepError),
+    /// It ended: on its own, or killed (with its process group) because the caller let go
+    /// (`error` says so). `exit_code` is 128+signal when a signal killed it.
+    Exited {
+        exit_code: i32,
+        signal: Option<i32>,
+        error: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -185,6 +216,7 @@ pub fn main() -> ! {
             reply(&r);
             0
         }
+        Some("exec-session") => session::main(),
         Some("sandbox") => {
             let r = match read_request::<SandboxNsSpec>() {
                 Ok(spec) => match sandbox::create(&spec) {
@@ -201,7 +233,7 @@ pub fn main() -> ! {
         Some("netns-exec") if args.len() >= 4 => sandbox::netns_exec(&args[2], &args[3..]),
         _ => {
             eprintln!(
-                "usage: shoal-shim run|exec|sandbox (JSON request on stdin) | pause | netns-exec NS CMD..."
+                "usage: shoal-shim run|exec|sandbox (JSON request on stdin) | exec-session (fd 3) | pause | netns-exec NS CMD..."
             );
             2
         }

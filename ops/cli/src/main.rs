@@ -52,12 +52,16 @@ use clap::{CommandFactory, FromArgMatches};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    restore_default_sigpipe();
     let matches = cli::Cli::command().get_matches();
     let mut cli = match cli::Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    // Not for the long-running actors: a node agent writes an exec session's stdin into a
+    // pipe the command may have closed, and must get EPIPE there, not die of SIGPIPE.
+    if !matches!(cli.command, cli::Command::Up(_) | cli::Command::Node(_)) {
+        restore_default_sigpipe();
+    }
     // `shoal up --nats URL` joins that NATS instead of starting one. Only an explicit flag
     // counts: SHOAL_NATS in the environment names where clients connect, not a cluster to join.
     let nats_from_flag =

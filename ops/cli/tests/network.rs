@@ -318,6 +318,7 @@ mod harness {
                 container: String::new(),
                 command: vec!["sh".into(), "-c".into(), command.into()],
                 timeout_seconds: timeout.as_secs().max(1) as u32,
+                ..Default::default()
             };
             let subject = subjects::agent_request(&p.spec.node_name, "exec");
             let body = codec::to_msgpack(&request).unwrap();

@@ -475,30 +475,7 @@ impl Runtime for LinuxRuntime {
     }
 
     fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecResult> {
-        let rec = self.record(id)?;
-        let pf = self
-            .pidfile(id)?
-            .filter(|p| process_alive(p.pid, p.start_time));
-        let Some(pf) = pf else {
-            return Err(Error::InvalidSpec(format!("container {id} is not running")));
-        };
-        let mut env = rec.env.clone();
-        for (k, v) in &req.env {
-            env.retain(|e| e.split_once('=').map(|(ek, _)| ek) != Some(k.as_str()));
-            env.push(format!("{k}={v}"));
-        }
-        let spec = ExecSpec {
-            pid: pf.pid,
-            start_time: pf.start_time,
-            cgroup_procs: self.cgroups.procs_files(&rec.cgroup),
-            argv: req.argv.clone(),
-            env,
-            cwd: rec.working_dir.clone(),
-            user: rec.user.clone(),
-            caps: rec.caps.clone(),
-            timeout_ms: req.timeout.as_millis() as u64,
-            max_output: 4 << 20,
-        };
+        let spec = self.exec_spec(id, &req.argv, &req.env, req.timeout)?;
         match shimcall::call(&self.shim, "exec", &spec)? {
             Reply::Exec(r) => Ok(ExecResult {
                 exit_code: r.exit_code,
@@ -552,4 +529,42 @@ fn sub_path_source(volume: &Path, path: &str) -> Result<PathBuf> {
         return Err(invalid("leads out of its volume"));
     }
     Ok(resolved)
+}
+
+impl LinuxRuntime {
+    /// What the shim needs to run `argv` in running container `id`: its init's identity,
+    /// cgroup, and the container's environment (with `env` over it), directory, user and
+    /// capabilities.
+    pub(super) fn exec_spec(
+        &self,
+        id: &str,
+        argv: &[String],
+        extra_env: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<ExecSpec> {
+        let rec = self.record(id)?;
+        let pf = self
+            .pidfile(id)?
+            .filter(|p| process_alive(p.pid, p.start_time));
+        let Some(pf) = pf else {
+            return Err(Error::InvalidSpec(format!("container {id} is not running")));
+        };
+        let mut env = rec.env.clone();
+        for (k, v) in extra_env {
+            env.retain(|e| e.split_once('=').map(|(ek, _)| ek) != Some(k.as_str()));
+            env.push(format!("{k}={v}"));
+        }
+        Ok(ExecSpec {
+            pid: pf.pid,
+            start_time: pf.start_time,
+            cgroup_procs: self.cgroups.procs_files(&rec.cgroup),
+            argv: argv.to_vec(),
+            env,
+            cwd: rec.working_dir.clone(),
+            user: rec.user.clone(),
+            caps: rec.caps.clone(),
+            timeout_ms: timeout.as_millis() as u64,
+            max_output: 4 << 20,
+        })
+    }
 }

@@ -5,7 +5,8 @@
 //! its image (pure); [`sandboxes`] is the pod sandbox plumbing (namespaces, veth,
 //! pause process); [`lifecycle`] is the [`Runtime`] operations on containers
 //! (start, state, stop, exec, remove) and the deferred deletion of their
-//! directories; [`termination`] keeps a container's termination message on the host;
+//! directories; [`session`] runs interactive exec sessions (a pty or pipes handed to the
+//! caller, the shim supervising the command); [`termination`] keeps a container's termination message on the host;
 //! [`orphans`] sweeps what no live pod owns (or, tearing a node down, everything). This
 //! module holds the configuration, the runtime's handles and the state-file readers they
 //! share.
@@ -13,6 +14,7 @@
 mod lifecycle;
 mod orphans;
 mod sandboxes;
+pub(crate) mod session;
 mod spec;
 mod termination;
 
