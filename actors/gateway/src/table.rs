@@ -27,12 +27,7 @@ fn row_cells(kind: &str, object: &Value, now: DateTime<Utc>) -> Vec<Value> {
         tracing::warn!(%problem, "cannot read an object for its table row");
         shoal_tables::undecodable_cells(kind, object, now)
     });
-    shoal_tables::columns(kind)
-        .iter()
-        .zip(&cells)
-        .filter(|(column, _)| column.in_kubernetes_table())
-        .map(|(_, cell)| Cell::to_json(cell))
-        .collect()
+    cells.iter().map(Cell::to_json).collect()
 }
 
 /// The `PartialObjectMetadata` kubectl reads namespaces and labels from (`-A`,
@@ -72,7 +67,6 @@ pub fn table(
     if with_columns {
         let columns = shoal_tables::columns(kind)
             .iter()
-            .filter(|c| c.in_kubernetes_table())
             .map(column_definition)
             .collect();
         table["columnDefinitions"] = Value::Array(columns);

@@ -20,7 +20,6 @@ impl Row for CronJob {
         WORKLOAD_WIDE[0],
         WORKLOAD_WIDE[1],
         WORKLOAD_WIDE[2],
-        WORKLOAD_WIDE[3],
     ];
 
     fn cells(&self, now: Time) -> Vec<Cell> {

@@ -30,11 +30,10 @@ impl Row for Node {
         Column::normal("Age"),
         Column::normal("Version"),
         Column::wide("Internal-IP"),
-        Column::wide("External-IP").kubernetes_only(),
+        Column::wide("External-IP"),
         Column::wide("OS-Image"),
         Column::wide("Kernel-Version"),
-        Column::wide("Container-Runtime").kubernetes_only(),
-        Column::wide("Pod-CIDR").shoal_only(),
+        Column::wide("Container-Runtime"),
     ];
 
     fn cells(&self, now: Time) -> Vec<Cell> {
@@ -55,7 +54,6 @@ impl Row for Node {
             or_none(&info.os_image).into(),
             or_none(&info.kernel_version).into(),
             or_none(&info.container_runtime_version).into(),
-            or_none(&self.spec.pod_cidr).into(),
         ]
     }
 }
@@ -97,7 +95,7 @@ impl Row for PriorityClass {
         Column::normal("Value").integer(),
         Column::normal("Global-Default").boolean(),
         Column::normal("Age"),
-        Column::wide("Preemption-Policy").kubernetes_only(),
+        Column::wide("Preemption-Policy"),
     ];
 
     fn cells(&self, now: Time) -> Vec<Cell> {
@@ -118,11 +116,11 @@ impl Row for Event {
         Column::normal("Reason"),
         Column::normal("Object"),
         Column::normal("Message"),
-        Column::wide("Subobject").kubernetes_only(),
-        Column::wide("Source").kubernetes_only(),
-        Column::wide("First Seen").kubernetes_only(),
-        Column::wide("Count").kubernetes_only(),
-        Column::wide("Name").kubernetes_only(),
+        Column::wide("Subobject"),
+        Column::wide("Source"),
+        Column::wide("First Seen"),
+        Column::wide("Count"),
+        Column::wide("Name"),
     ];
 
     fn cells(&self, now: Time) -> Vec<Cell> {

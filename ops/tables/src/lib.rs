@@ -17,10 +17,10 @@
 //! - `config`: ConfigMap and Secret rows.
 //! - `storage`: PersistentVolume, PersistentVolumeClaim and StorageClass rows.
 //!
-//! Each kind's row is `Row::COLUMNS` and `Row::cells` (every column, wide ones and those of
-//! one printer only included, in that order), from the kind's bus-schemas type and a clock.
-//! A printer keeps the columns it shows ([`Column::in_kubernetes_table`],
-//! [`Column::in_shoal_get`]) and the cells at the same positions.
+//! Each kind's row is `Row::COLUMNS` and `Row::cells` (every column, wide ones included, in
+//! that order), from the kind's bus-schemas type and a clock. Both printers show exactly
+//! these columns, those a Kubernetes 1.32 API server sends: `shoal get -o wide` and
+//! `kubectl get -o wide` through the gateway print the same headers and cells.
 
 mod autoscaling;
 mod batch;
@@ -63,17 +63,6 @@ impl ColumnType {
     }
 }
 
-/// Which printers show a column. Most columns are everyone's; a few are what a Kubernetes
-/// 1.32 API server sends and `shoal get` has never printed, or the reverse. Declaring them
-/// here keeps both printers' output as it was, and every difference between them in one
-/// place (the CLI's parity test lists them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShownIn {
-    Both,
-    KubernetesTable,
-    ShoalGet,
-}
-
 /// One column of a kind's table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Column {
@@ -86,7 +75,6 @@ pub struct Column {
     pub description: &'static str,
     /// Shown only with `-o wide` (priority 1 in a Kubernetes Table).
     pub wide: bool,
-    pub shown_in: ShownIn,
 }
 
 impl Column {
@@ -96,7 +84,6 @@ impl Column {
             type_: ColumnType::String,
             description: "",
             wide: false,
-            shown_in: ShownIn::Both,
         }
     }
 
@@ -119,30 +106,6 @@ impl Column {
             type_: ColumnType::Boolean,
             ..self
         }
-    }
-
-    /// A column a Kubernetes API server sends that `shoal get` does not print.
-    pub const fn kubernetes_only(self) -> Self {
-        Column {
-            shown_in: ShownIn::KubernetesTable,
-            ..self
-        }
-    }
-
-    /// A column `shoal get` prints that a Kubernetes API server does not send.
-    pub const fn shoal_only(self) -> Self {
-        Column {
-            shown_in: ShownIn::ShoalGet,
-            ..self
-        }
-    }
-
-    pub fn in_kubernetes_table(&self) -> bool {
-        self.shown_in != ShownIn::ShoalGet
-    }
-
-    pub fn in_shoal_get(&self) -> bool {
-        self.shown_in != ShownIn::KubernetesTable
     }
 
     /// The header kubectl and `shoal get` print.

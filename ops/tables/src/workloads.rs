@@ -5,7 +5,7 @@ use bus_schemas::kinds::{DaemonSet, Deployment, Job, Pod, PodTemplateSpec, Repli
 use bus_schemas::selector::LabelSelector;
 use bus_schemas::{Condition, Time};
 
-use super::cells::{age, map_text, or_none, selector_grammar, selector_text};
+use super::cells::{age, map_text, or_none, selector_grammar};
 use super::{Cell, Column, Row};
 
 impl Row for Pod {
@@ -19,7 +19,7 @@ impl Row for Pod {
         Column::wide("Node"),
         Column::wide("Nominated Node"),
         // Shoal has no readiness gates.
-        Column::wide("Readiness Gates").kubernetes_only(),
+        Column::wide("Readiness Gates"),
     ];
 
     fn cells(&self, now: Time) -> Vec<Cell> {
@@ -121,47 +121,27 @@ fn pod_restarts(pod: &Pod) -> String {
     total.to_string()
 }
 
-/// The `-o wide` columns of the kinds that run a pod template under a selector.
-///
-/// NOTE: SELECTOR twice. `shoal get` prints expressions as written (`tier In (a,b)`, pinned by
-/// its golden file), a Kubernetes server in the selector grammar (`tier in (a,b)`); each
-/// printer keeps its own until `shoal get` is changed to the grammar.
-pub(crate) const WORKLOAD_WIDE: [Column; 4] = [
+/// The `-o wide` columns of the workload kinds, as a Kubernetes server prints them (the
+/// selector in the selector grammar, as `kubectl get -l` takes it).
+pub(crate) const WORKLOAD_WIDE: [Column; 3] = [
     Column::wide("Containers"),
     Column::wide("Images"),
-    Column::wide("Selector").shoal_only(),
-    Column::wide("Selector").kubernetes_only(),
+    Column::wide("Selector"),
 ];
 
 /// The cells of [`WORKLOAD_WIDE`].
 pub(crate) fn workload_wide_cells(
     template: &PodTemplateSpec,
     selector: Option<&LabelSelector>,
-) -> [Cell; 4] {
+) -> [Cell; 3] {
     let containers = &template.spec.containers;
     let names: Vec<&str> = containers.iter().map(|c| c.name.as_str()).collect();
     let images: Vec<&str> = containers.iter().map(|c| c.image.as_str()).collect();
     [
         names.join(",").into(),
         images.join(",").into(),
-        selector_text(selector).into(),
         selector_grammar(selector).into(),
     ]
-}
-
-/// The wide columns of DaemonSets and Jobs, which only a Kubernetes server has printed.
-const SERVER_WORKLOAD_WIDE: [Column; 3] = [
-    WORKLOAD_WIDE[0].kubernetes_only(),
-    WORKLOAD_WIDE[1].kubernetes_only(),
-    WORKLOAD_WIDE[3],
-];
-
-fn server_workload_wide_cells(
-    template: &PodTemplateSpec,
-    selector: Option<&LabelSelector>,
-) -> [Cell; 3] {
-    let [containers, images, _, selector] = workload_wide_cells(template, selector);
-    [containers, images, selector]
 }
 
 impl Row for ReplicaSet {
@@ -174,7 +154,6 @@ impl Row for ReplicaSet {
         WORKLOAD_WIDE[0],
         WORKLOAD_WIDE[1],
         WORKLOAD_WIDE[2],
-        WORKLOAD_WIDE[3],
     ];
 
     fn cells(&self, now: Time) -> Vec<Cell> {
@@ -203,7 +182,6 @@ impl Row for Deployment {
         WORKLOAD_WIDE[0],
         WORKLOAD_WIDE[1],
         WORKLOAD_WIDE[2],
-        WORKLOAD_WIDE[3],
     ];
 
     fn cells(&self, now: Time) -> Vec<Cell> {
@@ -237,9 +215,9 @@ impl Row for DaemonSet {
         Column::normal("Available").integer(),
         Column::normal("Node Selector"),
         Column::normal("Age"),
-        SERVER_WORKLOAD_WIDE[0],
-        SERVER_WORKLOAD_WIDE[1],
-        SERVER_WORKLOAD_WIDE[2],
+        WORKLOAD_WIDE[0],
+        WORKLOAD_WIDE[1],
+        WORKLOAD_WIDE[2],
     ];
 
     fn cells(&self, now: Time) -> Vec<Cell> {
@@ -254,7 +232,7 @@ impl Row for DaemonSet {
             map_text(&self.spec.template.spec.node_selector).into(),
             age(self.metadata.creation_timestamp, now).into(),
         ];
-        cells.extend(server_workload_wide_cells(
+        cells.extend(workload_wide_cells(
             &self.spec.template,
             self.spec.selector.as_ref(),
         ));
@@ -269,9 +247,9 @@ impl Row for Job {
         Column::normal("Completions"),
         Column::normal("Duration"),
         Column::normal("Age"),
-        SERVER_WORKLOAD_WIDE[0],
-        SERVER_WORKLOAD_WIDE[1],
-        SERVER_WORKLOAD_WIDE[2],
+        WORKLOAD_WIDE[0],
+        WORKLOAD_WIDE[1],
+        WORKLOAD_WIDE[2],
     ];
 
     fn cells(&self, now: Time) -> Vec<Cell> {
@@ -301,7 +279,7 @@ impl Row for Job {
             duration.into(),
             age(self.metadata.creation_timestamp, now).into(),
         ];
-        cells.extend(server_workload_wide_cells(
+        cells.extend(workload_wide_cells(
             &self.spec.template,
             self.spec.selector.as_ref(),
         ));

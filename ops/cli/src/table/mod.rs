@@ -115,7 +115,7 @@ pub fn build_at(
     now: Time,
 ) -> Table {
     let all_columns = shoal_tables::columns(kind);
-    let shown = |column: &Column| column.in_shoal_get() && (wide || !column.wide);
+    let shown = |column: &Column| wide || !column.wide;
     let mut headers: Vec<String> = Vec::new();
     if namespaced_column {
         headers.push("NAMESPACE".into());
