@@ -8,7 +8,7 @@ use bus_schemas::kinds::hpa::{
     MetricTarget, ResourceMetricSource,
 };
 use serde_json::Value;
-use shoal_tables::metric_values;
+use shoal_tables::{metric_values, metrics_with_status};
 
 use crate::cli::AutoscaleArgs;
 use crate::kinds;
@@ -34,16 +34,7 @@ pub fn describe(hpa: &Value) {
         ),
     );
     println!("Metrics:            ( current / target )");
-    let specs = hpa
-        .pointer("/spec/metrics")
-        .and_then(|m| m.as_array())
-        .cloned()
-        .unwrap_or_default();
-    let statuses = hpa
-        .pointer("/status/currentMetrics")
-        .and_then(|m| m.as_array())
-        .cloned()
-        .unwrap_or_default();
+    let (specs, statuses) = metrics_with_status(hpa);
     for (i, spec) in specs.iter().enumerate() {
         let (cur, tgt) = metric_values(spec, statuses.get(i));
         println!("  {}:  {cur} / {tgt}", metric_label(spec));

@@ -119,18 +119,21 @@ fn metric_pair(spec: &Value, status: Option<&Value>) -> String {
     format!("{prefix}{cur}/{tgt}")
 }
 
+/// An HPA's metric specs and their current values, at the same positions (a status may be
+/// shorter than the specs while the autoscaler has not read every metric yet).
+pub fn metrics_with_status(hpa: &Value) -> (Vec<Value>, Vec<Value>) {
+    let array = |pointer: &str| {
+        hpa.pointer(pointer)
+            .and_then(|m| m.as_array())
+            .cloned()
+            .unwrap_or_default()
+    };
+    (array("/spec/metrics"), array("/status/currentMetrics"))
+}
+
 /// The TARGETS column: every metric, the first two shown as kubectl does.
 pub fn targets(hpa: &Value) -> String {
-    let specs = hpa
-        .pointer("/spec/metrics")
-        .and_then(|m| m.as_array())
-        .cloned()
-        .unwrap_or_default();
-    let statuses = hpa
-        .pointer("/status/currentMetrics")
-        .and_then(|m| m.as_array())
-        .cloned()
-        .unwrap_or_default();
+    let (specs, statuses) = metrics_with_status(hpa);
     if specs.is_empty() {
         return "<none>".into();
     }

@@ -38,7 +38,7 @@ use bus_schemas::{with_kind, ObjectMeta, Resource, Time};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-pub use autoscaling::{metric_values, targets};
+pub use autoscaling::{metric_values, metrics_with_status, targets};
 pub use cells::{age, map_text};
 pub use workloads::pod_status;
 
