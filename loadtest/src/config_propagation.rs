@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use bus_schemas::kinds::{ConfigMap, Pod};
 use clap::Args;
 
-use crate::real_node::{NodeOptions, RealNode};
+use crate::real_node::{with_real_node, NodeOptions};
 use crate::stats::{ms, summarize};
 
 #[derive(Args)]
@@ -62,20 +62,15 @@ fn config_map(value: &str) -> ConfigMap {
 }
 
 pub fn run(args: ConfigArgs) -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let (runtime, natsd) = crate::control_plane::nats_on_runtime(dir.path(), 2)?;
-    let url = natsd.url();
-    crate::control_plane::start(&url, true)?;
-
-    runtime.block_on(async move {
+    let pod_cidr = args.pod_cidr.clone();
+    let options = NodeOptions {
+        bridge_prefix: "shg",
+        pod_cidr: &pod_cidr,
+        cgroup_parent: "shoal-bench-config",
         // The agent's defaults, as `shoal up` runs it: the update must not ride a short sync.
-        let options = NodeOptions {
-            bridge_prefix: "shg",
-            pod_cidr: &args.pod_cidr,
-            cgroup_parent: "shoal-bench-config",
-            sync_period: None,
-        };
-        let node = RealNode::start(dir.path(), &url, options).await?;
+        sync_period: None,
+    };
+    with_real_node(options, |node| async move {
         let api = node.api.clone();
 
         api.create(&config_map("v0")).await?;
@@ -85,7 +80,10 @@ pub fn run(args: ConfigArgs) -> Result<()> {
         let started = Instant::now();
         let files: Vec<PathBuf> = loop {
             let pods = api.list::<Pod>(&Default::default()).await?.items;
-            let running: Vec<&Pod> = pods.iter().filter(|p| p.status.phase == "Running").collect();
+            let running: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| p.status.phase == "Running")
+                .collect();
             if running.len() == args.pods {
                 break running
                     .iter()
@@ -93,11 +91,19 @@ pub fn run(args: ConfigArgs) -> Result<()> {
                     .collect();
             }
             if started.elapsed() > Duration::from_secs(600) {
-                bail!("only {}/{} pods running after 10 minutes", running.len(), args.pods);
+                bail!(
+                    "only {}/{} pods running after 10 minutes",
+                    running.len(),
+                    args.pods
+                );
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         };
-        eprintln!("  {} pods running in {:.1} s", args.pods, started.elapsed().as_secs_f64());
+        eprintln!(
+            "  {} pods running in {:.1} s",
+            args.pods,
+            started.elapsed().as_secs_f64()
+        );
 
         let mut latencies = Vec::new();
         let mut slowest = Vec::new();
@@ -120,7 +126,11 @@ pub fn run(args: ConfigArgs) -> Result<()> {
                     !seen
                 });
                 if now > GIVE_UP {
-                    bail!("update {round}: {} pods never saw it (first: {})", pending.len(), pending[0].display());
+                    bail!(
+                        "update {round}: {} pods never saw it (first: {})",
+                        pending.len(),
+                        pending[0].display()
+                    );
                 }
                 tokio::time::sleep(POLL).await;
             }
@@ -139,12 +149,16 @@ pub fn run(args: ConfigArgs) -> Result<()> {
             "per pod: p50 {}, p90 {}, p99 {}, max {}   (goal p99 <= 2 s; the kubelet: up to a minute or more)",
             ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max)
         );
-        println!("all pods of one update: p50 {}, max {}   (poll every {})", ms(all.p50), ms(all.max), ms(POLL));
+        println!(
+            "all pods of one update: p50 {}, max {}   (poll every {})",
+            ms(all.p50),
+            ms(all.max),
+            ms(POLL)
+        );
 
         let names: Vec<String> = (0..args.pods).map(pod_name).collect();
-        node.delete_pods_and_stop(&names, Duration::from_secs(120)).await?;
-        anyhow::Ok(())
-    })?;
-    drop(natsd);
-    Ok(())
+        node.delete_pods_and_stop(&names, Duration::from_secs(120))
+            .await?;
+        Ok(())
+    })
 }

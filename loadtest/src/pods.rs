@@ -10,7 +10,7 @@ use clap::Args;
 use shoal_bus::watch::RawWatch;
 use shoal_bus::Store;
 
-use crate::real_node::{NodeOptions, RealNode};
+use crate::real_node::{with_real_node, NodeOptions};
 use crate::stats::{ms, summarize};
 
 #[derive(Args)]
@@ -33,32 +33,34 @@ fn pod(i: usize) -> Pod {
 }
 
 pub fn run(args: PodsArgs) -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let (runtime, natsd) = crate::control_plane::nats_on_runtime(dir.path(), 2)?;
-    let url = natsd.url();
-
-    crate::control_plane::start(&url, true)?;
-
-    runtime.block_on(async move {
-        let options = NodeOptions {
-            bridge_prefix: "shb",
-            pod_cidr: &args.pod_cidr,
-            cgroup_parent: "shoal-bench",
-            sync_period: Some(Duration::from_millis(500)),
-        };
-        let node = RealNode::start(dir.path(), &url, options).await?;
+    let pod_cidr = args.pod_cidr.clone();
+    let options = NodeOptions {
+        bridge_prefix: "shb",
+        pod_cidr: &pod_cidr,
+        cgroup_parent: "shoal-bench",
+        sync_period: Some(Duration::from_millis(500)),
+    };
+    with_real_node(options, |node| async move {
         let (api, nats) = (node.api.clone(), node.nats.clone());
 
         let store = Store::open(nats.clone()).await?;
         let mut latencies = Vec::new();
         for i in 0..=args.count {
             let from = store.last_revision().await? + 1;
-            let mut watch = RawWatch::start(store.clone(), subjects::object("pod", "default", &format!("bench-{i:04}")), from);
+            let mut watch = RawWatch::start(
+                store.clone(),
+                subjects::object("pod", "default", &format!("bench-{i:04}")),
+                from,
+            );
             let start = Instant::now();
             api.create(&pod(i)).await?;
             loop {
-                let event = tokio::time::timeout(Duration::from_secs(60), watch.next()).await.context("pod never ran")?;
-                let Some(event) = event else { anyhow::bail!("watch ended") };
+                let event = tokio::time::timeout(Duration::from_secs(60), watch.next())
+                    .await
+                    .context("pod never ran")?;
+                let Some(event) = event else {
+                    anyhow::bail!("watch ended")
+                };
                 let p: Pod = bus_schemas::codec::from_msgpack(&event.payload)?;
                 if p.status.phase == "Running" {
                     break;
@@ -75,12 +77,17 @@ pub fn run(args: PodsArgs) -> Result<()> {
         let s = summarize(&mut latencies);
         println!();
         println!("== pod create → Running (real containers, image cached, scheduler + node agent), {} pods ==", args.count);
-        println!("p50 {}, p90 {}, p99 {}, max {}   (goal p99 <= 150 ms; Kubernetes' SLO p99 <= 5 s)", ms(s.p50), ms(s.p90), ms(s.p99), ms(s.max));
+        println!(
+            "p50 {}, p90 {}, p99 {}, max {}   (goal p99 <= 150 ms; Kubernetes' SLO p99 <= 5 s)",
+            ms(s.p50),
+            ms(s.p90),
+            ms(s.p99),
+            ms(s.max)
+        );
 
         let names: Vec<String> = (0..=args.count).map(|i| format!("bench-{i:04}")).collect();
-        node.delete_pods_and_stop(&names, Duration::from_secs(60)).await?;
-        anyhow::Ok(())
-    })?;
-    drop(natsd);
-    Ok(())
+        node.delete_pods_and_stop(&names, Duration::from_secs(60))
+            .await?;
+        Ok(())
+    })
 }

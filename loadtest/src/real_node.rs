@@ -28,6 +28,25 @@ pub struct NodeOptions<'a> {
     pub sync_period: Option<Duration>,
 }
 
+/// Runs `body` against a fresh cluster of its own (a nats-server with a temporary store, the
+/// API actor and the scheduler) with one real node, and stops it all afterwards.
+pub fn with_real_node<F, Fut>(options: NodeOptions<'_>, body: F) -> Result<()>
+where
+    F: FnOnce(RealNode) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let dir = tempfile::tempdir()?;
+    let (runtime, natsd) = crate::control_plane::nats_on_runtime(dir.path(), 2)?;
+    let url = natsd.url();
+    crate::control_plane::start(&url, true)?;
+    let outcome = runtime.block_on(async {
+        let node = RealNode::start(dir.path(), &url, options).await?;
+        body(node).await
+    });
+    drop(natsd);
+    outcome
+}
+
 pub struct RealNode {
     pub api: ApiClient,
     pub nats: async_nats::Client,

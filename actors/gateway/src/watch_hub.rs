@@ -154,19 +154,10 @@ pub struct EventSource {
     filter: String,
     /// The newest revision handed out (or the watch's start).
     last: u64,
-    mode: Mode,
-}
-
-enum Mode {
-    /// Not subscribed yet (or fell behind): subscribe, then catch up if needed.
-    Joining,
-    /// Reading the log privately up to `until`, the hub's head when it subscribed.
-    CatchingUp {
-        private: RawWatch,
-        until: u64,
-        subscription: broadcast::Receiver<Arc<RawEvent>>,
-    },
-    Riding(broadcast::Receiver<Arc<RawEvent>>),
+    /// The shared feed; None before joining it and after falling behind it.
+    shared: Option<broadcast::Receiver<Arc<RawEvent>>>,
+    /// While catching up: a private read of the log, up to the feed's head when joined.
+    catching_up: Option<(RawWatch, u64)>,
 }
 
 impl EventSource {
@@ -177,59 +168,49 @@ impl EventSource {
             store: store.clone(),
             filter,
             last: after,
-            mode: Mode::Joining,
+            shared: None,
+            catching_up: None,
         }
     }
 
     /// The next event; None only if the log cannot be read at all any more.
     pub async fn next(&mut self) -> Option<Arc<RawEvent>> {
         loop {
-            match &mut self.mode {
-                Mode::Joining => {
-                    let Subscription { events, head } =
-                        self.hub.subscribe(&self.store, &self.filter).await;
-                    self.mode = if head > self.last {
-                        let private =
-                            RawWatch::start(self.store.clone(), self.filter.clone(), self.last + 1);
-                        Mode::CatchingUp {
-                            private,
-                            until: head,
-                            subscription: events,
-                        }
-                    } else {
-                        Mode::Riding(events)
-                    };
+            if self.shared.is_none() {
+                let Subscription { events, head } =
+                    self.hub.subscribe(&self.store, &self.filter).await;
+                self.shared = Some(events);
+                self.catching_up = (head > self.last).then(|| {
+                    let private =
+                        RawWatch::start(self.store.clone(), self.filter.clone(), self.last + 1);
+                    (private, head)
+                });
+            }
+            if let Some((private, until)) = &mut self.catching_up {
+                if self.last >= *until {
+                    self.catching_up = None;
+                    continue;
                 }
-                Mode::CatchingUp {
-                    private,
-                    until,
-                    subscription,
-                } => {
-                    if self.last >= *until {
-                        let events = std::mem::replace(subscription, broadcast::channel(1).1);
-                        self.mode = Mode::Riding(events);
-                        continue;
-                    }
-                    let event = private.next().await?;
+                let event = private.next().await?;
+                self.last = event.revision;
+                return Some(Arc::new(event));
+            }
+            let shared = self.shared.as_mut()?;
+            match shared.recv().await {
+                Ok(event) if event.revision <= self.last => continue,
+                Ok(event) => {
                     self.last = event.revision;
-                    return Some(Arc::new(event));
+                    return Some(event);
                 }
-                Mode::Riding(events) => match events.recv().await {
-                    Ok(event) if event.revision <= self.last => continue,
-                    Ok(event) => {
-                        self.last = event.revision;
-                        return Some(event);
-                    }
-                    Err(broadcast::error::RecvError::Lagged(skipped)) => {
-                        tracing::debug!(
-                            filter = %self.filter,
-                            skipped,
-                            "a watch fell behind the shared consumer; catching up from the log"
-                        );
-                        self.mode = Mode::Joining;
-                    }
-                    Err(broadcast::error::RecvError::Closed) => self.mode = Mode::Joining,
-                },
+                Err(broadcast::error::RecvError::Lagged(skipped)) => {
+                    tracing::debug!(
+                        filter = %self.filter,
+                        skipped,
+                        "a watch fell behind the shared consumer; catching up from the log"
+                    );
+                    self.shared = None;
+                }
+                Err(broadcast::error::RecvError::Closed) => self.shared = None,
             }
         }
     }
