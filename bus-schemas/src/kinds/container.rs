@@ -176,6 +176,25 @@ pub struct SecurityContext {
     pub allow_privilege_escalation: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Capabilities>,
+    /// Overrides the pod's `seccompProfile` for this container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp_profile: Option<SeccompProfile>,
+    /// `Default` (masked /proc paths) or `Unmasked`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proc_mount: Option<String>,
+}
+
+/// The seccomp filter a container runs under.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SeccompProfile {
+    /// `RuntimeDefault`, `Unconfined` or `Localhost`.
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    /// With `Localhost`: the profile's path, relative to the node's seccomp profile root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub localhost_profile: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

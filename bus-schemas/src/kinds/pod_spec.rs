@@ -57,6 +57,12 @@ pub struct PodSpec {
     /// Run in the node's network namespace instead of a pod network namespace of its own.
     #[serde(default, skip_serializing_if = "is_false")]
     pub host_network: bool,
+    /// Share the node's process namespace.
+    #[serde(default, rename = "hostPID", skip_serializing_if = "is_false")]
+    pub host_pid: bool,
+    /// Share the node's IPC namespace.
+    #[serde(default, rename = "hostIPC", skip_serializing_if = "is_false")]
+    pub host_ipc: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_process_namespace: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,6 +111,22 @@ pub struct PodSecurityContext {
     pub fs_group: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub supplemental_groups: Vec<i64>,
+    /// The default for every container that sets none of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp_profile: Option<super::container::SeccompProfile>,
+    /// Namespaced kernel parameters set in the pod's sandbox.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sysctls: Vec<Sysctl>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Sysctl {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
 }
 
 /// A volume: exactly one source may be set.
