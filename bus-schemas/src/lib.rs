@@ -36,6 +36,7 @@ pub mod meta;
 pub mod openapi;
 pub mod quantity;
 pub mod resource;
+pub mod roles;
 pub mod selector;
 pub mod status;
 pub mod subjects;

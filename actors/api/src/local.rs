@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use bus_schemas::roles::Role;
+use shoal_bus::auth::ClientAuth;
 use shoal_bus::natsd::{Natsd, NatsdError};
 use shoal_bus::shutdown::{self, Trigger};
 use shoal_bus::store::{ensure_stream, StreamSettings};
@@ -44,11 +46,12 @@ impl LocalCluster {
 
     pub async fn start_in(dir: PathBuf) -> Result<LocalCluster, LocalClusterError> {
         let natsd = Natsd::start_in(&dir).await?;
-        let nats = shoal_bus::connect(&natsd.url(), "shoal-local")
-            .await
-            .map_err(|e| LocalClusterError::Connect(e.to_string()))?;
-        let js = async_nats::jetstream::new(nats.clone());
+        // The state log is the API's to create, as in `shoal up`.
+        let api = connect_as(&natsd, &Role::Api, "shoal-local-bootstrap").await?;
+        let js = async_nats::jetstream::new(api);
         ensure_stream(&js, &StreamSettings::default()).await?;
+        // The test itself acts as the operator does.
+        let nats = connect_as(&natsd, &Role::Admin, "shoal-local").await?;
         let store = Store::open(nats.clone()).await?;
         let informers = InformerFactory::new(store.clone());
         let mut cluster = LocalCluster {
@@ -67,9 +70,7 @@ impl LocalCluster {
 
     /// Starts one more API replica with its own NATS connection; returns its index.
     pub async fn add_api_replica(&mut self) -> Result<usize, LocalClusterError> {
-        let nats = shoal_bus::connect(&self.natsd.url(), "shoal-api")
-            .await
-            .map_err(|e| LocalClusterError::Connect(e.to_string()))?;
+        let nats = self.connect_as(&Role::Api, "shoal-api").await?;
         let (trigger, shutdown) = shutdown::channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let secret_key_file = self.secret_key_file.clone();
@@ -99,9 +100,35 @@ impl LocalCluster {
         self.natsd.url()
     }
 
+    /// A connection with `role`'s credential: how a test starts an actor as the cluster
+    /// would, confined to what that actor may do on the bus.
+    pub async fn connect_as(
+        &self,
+        role: &Role,
+        name: &str,
+    ) -> Result<async_nats::Client, LocalClusterError> {
+        connect_as(&self.natsd, role, name).await
+    }
+
+    /// The credential of `role` (issued on first use): for processes a test starts.
+    pub async fn creds(&self, role: &Role) -> Result<ClientAuth, LocalClusterError> {
+        Ok(self.natsd.creds(role).await?)
+    }
+
     pub fn api(&self) -> ApiClient {
         ApiClient::new(self.nats.clone())
     }
+}
+
+async fn connect_as(
+    natsd: &Natsd,
+    role: &Role,
+    name: &str,
+) -> Result<async_nats::Client, LocalClusterError> {
+    let auth = natsd.creds(role).await?;
+    shoal_bus::connect(&natsd.url(), name, &auth)
+        .await
+        .map_err(|e| LocalClusterError::Connect(format!("as {role}: {e}")))
 }
 
 /// Polls `check` every 50 ms until it returns true; panics with `what` after `timeout`.

