@@ -307,8 +307,13 @@ pub async fn run(args: UpArgs) -> Result<()> {
     }
     if runs(UpActor::Node) {
         let name = args.node_name.clone().unwrap_or_else(crate::node::hostname);
-        let backend =
-            crate::node::linux_backend(data_dir.join("node"), &args.bridge, &args.pod_cidr, &name)?;
+        let backend = crate::node::linux_backend(
+            data_dir.join("node"),
+            &args.bridge,
+            &args.pod_cidr,
+            &name,
+            &args.node_security,
+        )?;
         let mut config = shoal_agent::AgentConfig::new(name, args.pod_cidr.clone());
         config.informers = Some(informers.clone());
         config.metrics_period = Duration::from_secs(args.metrics_period);

@@ -126,7 +126,13 @@ impl LinuxRuntime {
                 MountSource::EmptyDir(name) => {
                     validate_id("volume", name)?;
                     let d = sb.volume_dir(name);
-                    ensure_dir(&d)?;
+                    if !d.exists() {
+                        ensure_dir(&d)?;
+                        // World-writable as in Kubernetes, so a container running as
+                        // any user can write its own scratch space.
+                        fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+                            .ctx(&d, "chmod")?;
+                    }
                     d
                 }
                 MountSource::VolumeSubPath { volume, path } => {
