@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use bus_schemas::kinds::container::Container;
 use bus_schemas::kinds::Pod;
 use shoal_node::container::{MountSource, MountSpec, Resources};
-use shoal_node::seccomp::SeccompProfile;
 use shoal_node::sandbox::{DnsConfig, PodResources};
+use shoal_node::seccomp::SeccompProfile;
 use shoal_node::{ContainerSpec, SandboxSpec};
 
 /// Cluster-wide settings a node applies to every pod.
@@ -99,7 +99,13 @@ fn seccomp(pod: &Pod, container: &Container) -> Result<SeccompProfile, ConfigErr
         return Ok(SeccompProfile::Unconfined);
     }
     let (profile, field) = match security.and_then(|s| s.seccomp_profile.as_ref()) {
-        Some(p) => (p, format!("{}.securityContext.seccompProfile", field_path(pod, container))),
+        Some(p) => (
+            p,
+            format!(
+                "{}.securityContext.seccompProfile",
+                field_path(pod, container)
+            ),
+        ),
         None => match pod
             .spec
             .security_context

@@ -109,21 +109,32 @@ async fn security_context_reaches_the_containers_and_run_as_non_root_refuses_roo
     assert_eq!(of("unconfined").1, 0, "Unconfined allows it");
 
     // The busybox image runs as root: runAsNonRoot without a user is refused.
-    api.create(&pod(&node.name, "rooted", serde_json::json!({
-        "securityContext": {"runAsNonRoot": true},
-        "containers": [{"name": "app", "image": IMAGE, "command": ["sleep", "1000"]}]
-    })))
+    api.create(&pod(
+        &node.name,
+        "rooted",
+        serde_json::json!({
+            "securityContext": {"runAsNonRoot": true},
+            "containers": [{"name": "app", "image": IMAGE, "command": ["sleep", "1000"]}]
+        }),
+    ))
     .await
     .unwrap();
-    eventually("the root pod waits in CreateContainerConfigError", WAIT, || async {
-        waiting(&api, "rooted")
-            .await
-            .is_some_and(|(r, _)| r == "CreateContainerConfigError")
-    })
+    eventually(
+        "the root pod waits in CreateContainerConfigError",
+        WAIT,
+        || async {
+            waiting(&api, "rooted")
+                .await
+                .is_some_and(|(r, _)| r == "CreateContainerConfigError")
+        },
+    )
     .await;
     // Retried on every pass, the refusal stays what it was.
     let (_, message) = waiting(&api, "rooted").await.unwrap();
-    assert_eq!(message, "container has runAsNonRoot and image will run as root");
+    assert_eq!(
+        message,
+        "container has runAsNonRoot and image will run as root"
+    );
     eventually("a Failed event says why", WAIT, || {
         failed_event(&api, "rooted", "runAsNonRoot and image will run as root")
     })
@@ -153,12 +164,18 @@ async fn a_host_path_pod_runs_only_on_a_node_allowed_its_directory() {
             "volumeMounts": [{"name": "host-data", "mountPath": "/data"}]}]
     });
 
-    api.create(&pod(&closed.name, "refused", spec.clone())).await.unwrap();
-    eventually("the pod on the closed node waits in CreateContainerConfigError", WAIT, || async {
-        waiting(&api, "refused")
-            .await
-            .is_some_and(|(r, _)| r == "CreateContainerConfigError")
-    })
+    api.create(&pod(&closed.name, "refused", spec.clone()))
+        .await
+        .unwrap();
+    eventually(
+        "the pod on the closed node waits in CreateContainerConfigError",
+        WAIT,
+        || async {
+            waiting(&api, "refused")
+                .await
+                .is_some_and(|(r, _)| r == "CreateContainerConfigError")
+        },
+    )
     .await;
     // Retried on every pass, the refusal stays what it was.
     let (_, message) = waiting(&api, "refused").await.unwrap();
@@ -168,12 +185,14 @@ async fn a_host_path_pod_runs_only_on_a_node_allowed_its_directory() {
         failed_event(&api, "refused", "--allow-host-path")
     })
     .await;
-    assert!(
-        get(&api, "refused").await.unwrap().status.container_statuses[0]
-            .state
-            .running
-            .is_none()
-    );
+    assert!(get(&api, "refused")
+        .await
+        .unwrap()
+        .status
+        .container_statuses[0]
+        .state
+        .running
+        .is_none());
 
     api.create(&pod(&open.name, "allowed", spec)).await.unwrap();
     eventually("the pod on the open node runs to its end", WAIT, || async {

@@ -52,7 +52,10 @@ impl NodeSecurityArgs {
     fn apply(&self, config: &mut RuntimeConfig) -> Result<()> {
         for p in &self.allow_host_path {
             if !p.is_absolute() {
-                anyhow::bail!("--allow-host-path {}: must be an absolute path", p.display());
+                anyhow::bail!(
+                    "--allow-host-path {}: must be an absolute path",
+                    p.display()
+                );
             }
         }
         config.allow_host_path = self.allow_host_path.clone();

@@ -130,8 +130,11 @@ impl LinuxRuntime {
                         ensure_dir(&d)?;
                         // World-writable as in Kubernetes, so a container running as
                         // any user can write its own scratch space.
-                        fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o777))
-                            .ctx(&d, "chmod")?;
+                        fs::set_permissions(
+                            &d,
+                            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+                        )
+                        .ctx(&d, "chmod")?;
                     }
                     d
                 }
