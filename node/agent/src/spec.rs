@@ -256,3 +256,84 @@ pub fn container_spec(
     }
     Ok(spec)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "spec": spec}))
+            .unwrap()
+    }
+
+    fn spec_of(pod: &Pod) -> Result<ContainerSpec, ConfigError> {
+        container_spec(pod, &pod.spec.containers[0], &BTreeMap::new())
+    }
+
+    #[test]
+    fn security_context_fields_reach_the_runtime_spec_with_the_pod_as_default() {
+        let p = pod(serde_json::json!({
+            "securityContext": {"runAsUser": 1000, "runAsNonRoot": true,
+                "seccompProfile": {"type": "Localhost", "localhostProfile": "a.json"}},
+            "containers": [
+                {"name": "a", "image": "busybox", "securityContext": {"allowPrivilegeEscalation": false}},
+                {"name": "b", "image": "busybox", "securityContext": {"privileged": true, "runAsNonRoot": false}}
+            ]
+        }));
+        let a = spec_of(&p).unwrap();
+        assert_eq!(a.user.as_deref(), Some("1000"));
+        assert!(a.run_as_non_root && a.no_new_privs);
+        assert_eq!(a.seccomp, SeccompProfile::Localhost("a.json".into()));
+        let b = container_spec(&p, &p.spec.containers[1], &BTreeMap::new()).unwrap();
+        assert!(!b.run_as_non_root && !b.no_new_privs);
+        assert_eq!(b.seccomp, SeccompProfile::Unconfined);
+        let plain = pod(serde_json::json!({"containers": [{"name": "a", "image": "busybox"}]}));
+        assert_eq!(
+            spec_of(&plain).unwrap().seccomp,
+            SeccompProfile::RuntimeDefault
+        );
+    }
+
+    #[test]
+    fn bad_seccomp_profiles_name_the_field_path() {
+        let p = pod(
+            serde_json::json!({"containers": [{"name": "a", "image": "busybox",
+            "securityContext": {"seccompProfile": {"type": "Localhost"}}}]}),
+        );
+        let e = spec_of(&p).unwrap_err();
+        assert!(
+            e.0.starts_with("spec.containers[0].securityContext.seccompProfile.localhostProfile: "),
+            "{}",
+            e.0
+        );
+        let p = pod(
+            serde_json::json!({"securityContext": {"seccompProfile": {"type": "Bogus"}},
+            "containers": [{"name": "a", "image": "busybox"}]}),
+        );
+        let e = spec_of(&p).unwrap_err();
+        assert!(
+            e.0.starts_with("spec.securityContext.seccompProfile.type: "),
+            "{}",
+            e.0
+        );
+    }
+
+    #[test]
+    fn host_paths_outside_the_allowed_prefixes_are_refused_naming_volume_and_flag() {
+        let p = pod(serde_json::json!({
+            "volumes": [{"name": "logs", "hostPath": {"path": "/var/log"}},
+                        {"name": "tmp", "emptyDir": {}}],
+            "containers": [{"name": "a", "image": "busybox",
+                "volumeMounts": [{"name": "logs", "mountPath": "/l"}, {"name": "tmp", "mountPath": "/t"}]}]
+        }));
+        let c = &p.spec.containers[0];
+        let e = check_host_paths(&p, c, &[]).unwrap_err();
+        assert!(
+            e.0.contains("volume \"logs\"") && e.0.contains("--allow-host-path /var/log"),
+            "{}",
+            e.0
+        );
+        assert!(check_host_paths(&p, c, &[PathBuf::from("/var")]).is_ok());
+        assert!(check_host_paths(&p, c, &[PathBuf::from("/var/lo")]).is_err());
+    }
+}
