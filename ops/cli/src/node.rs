@@ -49,7 +49,8 @@ pub struct NodeSecurityArgs {
 }
 
 impl NodeSecurityArgs {
-    fn apply(&self, config: &mut RuntimeConfig) -> Result<()> {
+    /// Refuses bad flags before anything starts.
+    pub fn validate(&self) -> Result<()> {
         for p in &self.allow_host_path {
             if !p.is_absolute() {
                 anyhow::bail!(
@@ -58,6 +59,11 @@ impl NodeSecurityArgs {
                 );
             }
         }
+        Ok(())
+    }
+
+    fn apply(&self, config: &mut RuntimeConfig) -> Result<()> {
+        self.validate()?;
         config.allow_host_path = self.allow_host_path.clone();
         config.seccomp_profile_root = self.seccomp_profile_root.clone();
         Ok(())
@@ -108,6 +114,7 @@ pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
 }
 
 pub async fn run_with(url: &str, args: NodeArgs, net: NodeNetArgs) -> Result<()> {
+    args.security.validate()?;
     let nats = shoal_bus::connect(url, "shoal-node")
         .await
         .with_context(|| format!("connecting to {url}"))?;

@@ -93,6 +93,7 @@ fn controllers_election(
 }
 
 pub async fn run(args: UpArgs) -> Result<()> {
+    args.node_security.validate()?;
     let wanted = actors_to_run(&args)?;
     let runs = |a: UpActor| wanted.contains(&a);
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
