@@ -12,6 +12,8 @@
 //! without a verdict → Exited with reason Unknown.
 
 use crate::rootfs::Rootfs;
+use crate::seccomp::SeccompProfile;
+use crate::shim::Confinement;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -30,7 +32,7 @@ pub struct Resources {
 pub enum MountSource {
     /// A pod-level emptyDir volume by name (created under the sandbox dir).
     EmptyDir(String),
-    /// A host path; refused unless `RuntimeConfig::allow_host_path`.
+    /// A host path; refused unless under one of `RuntimeConfig::allow_host_path`.
     HostPath(PathBuf),
     /// `path` inside the pod volume `volume` (a mount's `subPath`), resolved when the
     /// container starts and refused if it leads out of the volume.
@@ -70,6 +72,16 @@ pub struct ContainerSpec {
     pub cap_add: Vec<String>,
     pub cap_drop: Vec<String>,
     pub read_only_rootfs: bool,
+    /// Kubernetes' `seccompProfile`.
+    #[serde(default)]
+    pub seccomp: SeccompProfile,
+    /// Set no_new_privs: setuid binaries and file capabilities grant nothing (Kubernetes'
+    /// `allowPrivilegeEscalation: false`).
+    #[serde(default)]
+    pub no_new_privs: bool,
+    /// Refuse to start a process that would run as uid 0 (Kubernetes' `runAsNonRoot`).
+    #[serde(default)]
+    pub run_as_non_root: bool,
     /// Where the container may write a termination message (Kubernetes'
     /// `terminationMessagePath`); the runtime keeps the file on the host so it can be read
     /// after the container exits.
@@ -178,6 +190,9 @@ pub struct ContainerRecord {
     pub working_dir: String,
     /// Effective capability names after add/drop.
     pub caps: Vec<String>,
+    /// Applied to the init and to every process exec'd into the container.
+    #[serde(default)]
+    pub confinement: Confinement,
     pub log_dir: PathBuf,
     pub created_at_ns: u64,
 }

@@ -15,13 +15,14 @@
 //! | [`cgroups`] | [`cgroups::CgroupDriver`] trait with v1, v2 and fake drivers; Kubernetes cpu/memory/pids formulas |
 //! | [`net`] | pod CIDR maths and the file-backed IP allocator ([`net::Ipam`]) |
 //! | [`sandbox`] | pod sandbox spec/info, /etc/hosts and resolv.conf rendering |
+//! | [`seccomp`] | seccomp profiles as data (`RuntimeDefault`, `Localhost` files in Docker's format) compiled to BPF with seccompiler |
 //! | [`container`] | container spec/info/state types and the on-disk state files written by the monitor |
 //! | [`logs`] | CRI-format log writer with size rotation (used by the monitor) and reader (tail/follow/previous) |
 //! | [`pty`] | terminal sizes (read and set) for interactive exec sessions |
 //! | [`probe`] | HTTP GET / TCP socket probes (optionally from inside a network namespace) |
 //! | [`runtime`] | the [`Runtime`] trait and the real Linux implementation [`LinuxRuntime`], split by job: run-spec resolution (pure), sandbox plumbing, container lifecycle, orphan cleanup |
 //! | [`hollow`] | [`HollowRuntime`]: a simulated runtime for scale tests only |
-//! | [`shim`] | the code of the single-threaded `shoal-shim` helper binary: namespaces (every unshare and setns, in `shim::namespaces`), mounts, pivot_root, caps, exec (one-shot, and interactive sessions on a pty or pipes), the per-container monitor |
+//! | [`shim`] | the code of the single-threaded `shoal-shim` helper binary: namespaces (every unshare and setns, in `shim::namespaces`), mounts, pivot_root, caps, exec (one-shot, and interactive sessions on a pty or pipes), the last steps before exec (user, caps, no_new_privs, seccomp, in `shim::confine`), the per-container monitor |
 //! | `sys` | the only module allowed `unsafe`: fork(2), pidfd_open(2), fd 3 passing to the shim, and the terminal ioctls (TIOCSCTTY, TIOCSWINSZ, TIOCGWINSZ) |
 //!
 //! # Process model (why there is a shim)
@@ -68,6 +69,7 @@ pub mod pty;
 pub mod rootfs;
 pub mod runtime;
 pub mod sandbox;
+pub mod seccomp;
 pub mod shim;
 mod sys;
 #[cfg(feature = "test-support")]

@@ -135,3 +135,34 @@ pub(crate) fn window_size(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<(u
     }
     Ok((size.ws_col, size.ws_row))
 }
+
+/// seccomp(2) SECCOMP_SET_MODE_FILTER with `filter`, for this thread (the shim's processes
+/// are single-threaded) and its future children. Unlike seccompiler's own installer it
+/// leaves no_new_privs alone: whether to set it is the container's choice.
+pub(crate) fn install_seccomp(filter: &[seccompiler::sock_filter]) -> std::io::Result<()> {
+    let len = u16::try_from(filter.len())
+        .map_err(|_| std::io::Error::other("seccomp filter longer than 65535 instructions"))?;
+    #[repr(C)]
+    struct SockFprog {
+        len: libc::c_ushort,
+        filter: *const seccompiler::sock_filter,
+    }
+    let prog = SockFprog {
+        len,
+        filter: filter.as_ptr(),
+    };
+    // SAFETY: seccomp(2) reads `len` instructions from `filter`, which `prog` borrows for
+    // the duration of the call; sock_filter is #[repr(C)] with the kernel's layout.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0u32,
+            &prog as *const SockFprog,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -659,10 +659,23 @@ impl Worker {
                 let delay = config_backoff(t.backoff_exp);
                 t.backoff_exp += 1;
                 t.backoff_until = Some(now + delay);
-                t.observed.state = ObservedState::Waiting {
-                    reason: "CreateContainerError".into(),
-                    message: e.to_string(),
+                // A spec the runtime refuses (runAsNonRoot with a root image, a missing
+                // seccomp profile) is the pod's configuration, said in its own words.
+                let message = match &e {
+                    shoal_node::Error::InvalidSpec(m) => m.clone(),
+                    e => e.to_string(),
                 };
+                let waiting = ObservedState::Waiting {
+                    reason: e.k8s_reason().into(),
+                    message: message.clone(),
+                };
+                let news = t.observed.state != waiting;
+                t.observed.state = waiting;
+                // Like the agent's own configuration errors, told once per cause.
+                if news && e.k8s_reason() == "CreateContainerConfigError" {
+                    let message = format!("Error: {message}");
+                    self.ctx.pod_event(pod, "Warning", "Failed", &message).await;
+                }
             }
         }
         // A container that stays up for a while earns its back-off back.

@@ -70,7 +70,7 @@ async fn pre_stop_runs_before_sigterm_and_inside_the_grace_period() {
     push_busybox(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node::new(dir.path());
-    node.allow_host_path = true;
+    node.allow_host_path = vec![dir.path().to_path_buf()];
     node.start(&cluster);
     let api = cluster.api();
     let out = host_dir(dir.path(), "out");
@@ -227,7 +227,7 @@ async fn a_sidecar_runs_beside_the_main_container_and_stops_after_it() {
     push_busybox(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node::new(dir.path());
-    node.allow_host_path = true;
+    node.allow_host_path = vec![dir.path().to_path_buf()];
     node.start(&cluster);
     let api = cluster.api();
     let out = host_dir(dir.path(), "out");

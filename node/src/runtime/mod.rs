@@ -21,7 +21,7 @@ mod linux;
 mod shimcall;
 
 pub use linux::session::{decode_event, resize, ExecSession, SessionRequest};
-pub use linux::{LinuxRuntime, RuntimeConfig};
+pub use linux::{host_path_allowed, LinuxRuntime, RuntimeConfig, DEFAULT_SECCOMP_PROFILE_ROOT};
 
 use crate::cgroups::CgroupStats;
 use crate::container::{ContainerInfo, ContainerSpec, ContainerState};

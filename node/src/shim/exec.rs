@@ -2,7 +2,7 @@
 //! ipc/uts/net/pid/mnt namespaces), collecting output with a deadline.
 
 use super::namespaces;
-use super::{caps, send, user, ExecReply, ExecSpec, PipeMsg, Reply};
+use super::{confine, send, user, ExecReply, ExecSpec, PipeMsg, Reply};
 use crate::error::StepError;
 use crate::sys::{self, Forked};
 use nix::fcntl::OFlag;
@@ -230,10 +230,7 @@ pub(super) fn exec_command(spec: &ExecSpec) -> Result<Infallible, StepError> {
     let envp = to_c(&spec.env)?;
     let exe_c = CString::new(exe.as_os_str().as_encoded_bytes())
         .map_err(|_| StepError::new("exec", "NUL in path"))?;
-    caps::drop_bounding(&spec.caps)?;
-    caps::switch_user(ids.uid, ids.gid)?;
-    caps::set_process_caps(&spec.caps, ids.uid)?;
-    nix::sys::prctl::set_no_new_privs().map_err(|e| StepError::sys("no_new_privs", e, "prctl"))?;
+    confine::finish(&spec.caps, &ids, &spec.confinement)?;
     let e = nix::unistd::execve(&exe_c, &argv, &envp).unwrap_err();
     Err(StepError::sys("exec", e, format!("exec {}", exe.display())))
 }

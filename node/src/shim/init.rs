@@ -1,9 +1,10 @@
 //! The container's init process, between fork and exec: cgroup, mount
-//! namespace, rootfs, pivot_root, user, capabilities, no_new_privs, exec.
+//! namespace, rootfs, pivot_root, then [`super::confine`] (user, capabilities,
+//! no_new_privs, seccomp) and exec.
 //! Each failure is a [`StepError`] naming its step.
 
 use super::namespaces;
-use super::{caps, mounts, user, RunSpec};
+use super::{confine, mounts, user, RunSpec};
 use crate::error::StepError;
 use nix::mount::{mount, MsFlags};
 use nix::sched::CloneFlags;
@@ -106,10 +107,7 @@ fn setup(spec: &RunSpec, out_w: OwnedFd, err_w: OwnedFd) -> Result<Infallible, S
     let argv = cstrings(&spec.argv, "argv")?;
     let envp = cstrings(&env, "env")?;
 
-    caps::drop_bounding(&spec.caps)?;
-    caps::switch_user(ids.uid, ids.gid)?;
-    caps::set_process_caps(&spec.caps, ids.uid)?;
-    nix::sys::prctl::set_no_new_privs().map_err(|e| StepError::sys("no_new_privs", e, "prctl"))?;
+    confine::finish(&spec.caps, &ids, &spec.confinement)?;
 
     let e = nix::unistd::execve(&exe_c, &argv, &envp).unwrap_err();
     Err(StepError::sys("exec", e, format!("exec {}", exe.display())))

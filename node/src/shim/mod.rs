@@ -27,6 +27,7 @@
 //!   namespace (used to delete veths in the node namespace).
 
 mod caps;
+mod confine;
 mod exec;
 mod init;
 mod monitor;
@@ -48,6 +49,24 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
 pub use caps::{effective_caps, DEFAULT_CAPS};
+
+/// What a container's processes are held to beyond their user and capabilities.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confinement {
+    pub no_new_privs: bool,
+    /// None: unconfined.
+    pub seccomp: Option<crate::seccomp::Profile>,
+}
+
+impl Default for Confinement {
+    /// What containers recorded before confinement was configurable ran with.
+    fn default() -> Self {
+        Confinement {
+            no_new_privs: true,
+            seccomp: None,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BindMount {
@@ -81,6 +100,7 @@ pub struct RunSpec {
     pub log_dir: PathBuf,
     pub log: LogConfig,
     pub read_only_rootfs: bool,
+    pub confinement: Confinement,
 }
 
 /// Request for `shoal-shim exec`.
@@ -94,6 +114,7 @@ pub struct ExecSpec {
     pub cwd: String,
     pub user: Option<String>,
     pub caps: Vec<String>,
+    pub confinement: Confinement,
     pub timeout_ms: u64,
     /// Output beyond this many bytes per stream is dropped.
     pub max_output: usize,

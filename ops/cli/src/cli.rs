@@ -135,6 +135,8 @@ pub struct NodeArgs {
     pub metrics_period: u64,
     #[command(flatten)]
     pub net: crate::node::NodeNetArgs,
+    #[command(flatten)]
+    pub security: crate::node::NodeSecurityArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -216,6 +218,9 @@ pub struct UpArgs {
     /// How often this machine's node samples pod usage, in seconds (1 to 60).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
     pub metrics_period: u64,
+    /// This machine's node: --allow-host-path (none by default) and --seccomp-profile-root.
+    #[command(flatten)]
+    pub node_security: crate::node::NodeSecurityArgs,
     /// Where the Kubernetes API gateway serves HTTPS (stock kubectl and client libraries);
     /// `shoal up` writes a kubeconfig for it into the data dir.
     #[arg(long, default_value = "127.0.0.1:6443")]

@@ -35,14 +35,50 @@ pub struct NodeNetArgs {
     pub cluster_dns: Option<String>,
 }
 
+/// The node's security flags of `shoal node` and `shoal up` (flattened into both).
+#[derive(clap::Args, Debug, Clone)]
+pub struct NodeSecurityArgs {
+    /// Let pods mount hostPath volumes under this directory (repeatable). Without it the
+    /// node refuses every hostPath, whatever admission let through.
+    #[arg(long = "allow-host-path", value_name = "PREFIX")]
+    pub allow_host_path: Vec<PathBuf>,
+    /// Where the node finds `Localhost` seccomp profiles (`localhostProfile` is a path
+    /// relative to it).
+    #[arg(long, default_value = shoal_node::runtime::DEFAULT_SECCOMP_PROFILE_ROOT)]
+    pub seccomp_profile_root: PathBuf,
+}
+
+impl NodeSecurityArgs {
+    /// Refuses bad flags before anything starts.
+    pub fn validate(&self) -> Result<()> {
+        for p in &self.allow_host_path {
+            if !p.is_absolute() {
+                anyhow::bail!(
+                    "--allow-host-path {}: must be an absolute path",
+                    p.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&self, config: &mut RuntimeConfig) -> Result<()> {
+        self.validate()?;
+        config.allow_host_path = self.allow_host_path.clone();
+        config.seccomp_profile_root = self.seccomp_profile_root.clone();
+        Ok(())
+    }
+}
+
 /// The real runtime for this machine, with its state under `state_dir`.
 pub fn linux_backend(
     state_dir: PathBuf,
     bridge: &str,
     pod_cidr: &str,
     node: &str,
+    security: &NodeSecurityArgs,
 ) -> Result<Backend> {
-    linux_backend_in(state_dir, bridge, pod_cidr, node, None)
+    linux_backend_in(state_dir, bridge, pod_cidr, node, None, security)
 }
 
 /// [`linux_backend`] with the node's network in `host_netns` (None: this process's own).
@@ -52,6 +88,7 @@ pub fn linux_backend_in(
     pod_cidr: &str,
     node: &str,
     host_netns: Option<PathBuf>,
+    security: &NodeSecurityArgs,
 ) -> Result<Backend> {
     let cidr = pod_cidr
         .parse()
@@ -65,6 +102,7 @@ pub fn linux_backend_in(
     network.host_netns = host_netns;
     let mut config = RuntimeConfig::new(state_dir.clone(), network);
     config.cgroup_parent = RuntimeConfig::cgroup_parent_for(node, &state_dir);
+    security.apply(&mut config)?;
     let runtime = LinuxRuntime::new(config)
         .with_context(|| format!("starting the container runtime in {}", state_dir.display()))?;
     Ok(Backend::Linux(Arc::new(runtime)))
@@ -76,6 +114,7 @@ pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
 }
 
 pub async fn run_with(url: &str, args: NodeArgs, net: NodeNetArgs) -> Result<()> {
+    args.security.validate()?;
     let nats = shoal_bus::connect(url, "shoal-node")
         .await
         .with_context(|| format!("connecting to {url}"))?;
@@ -128,6 +167,7 @@ pub async fn run_with(url: &str, args: NodeArgs, net: NodeNetArgs) -> Result<()>
                 &args.pod_cidr,
                 &name,
                 net.host_netns.clone(),
+                &args.security,
             )?
         };
         let (nats, shutdown) = (nats.clone(), shutdown.clone());

@@ -93,6 +93,7 @@ fn controllers_election(
 }
 
 pub async fn run(args: UpArgs) -> Result<()> {
+    args.node_security.validate()?;
     let wanted = actors_to_run(&args)?;
     let runs = |a: UpActor| wanted.contains(&a);
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
@@ -307,8 +308,13 @@ pub async fn run(args: UpArgs) -> Result<()> {
     }
     if runs(UpActor::Node) {
         let name = args.node_name.clone().unwrap_or_else(crate::node::hostname);
-        let backend =
-            crate::node::linux_backend(data_dir.join("node"), &args.bridge, &args.pod_cidr, &name)?;
+        let backend = crate::node::linux_backend(
+            data_dir.join("node"),
+            &args.bridge,
+            &args.pod_cidr,
+            &name,
+            &args.node_security,
+        )?;
         let mut config = shoal_agent::AgentConfig::new(name, args.pod_cidr.clone());
         config.informers = Some(informers.clone());
         config.metrics_period = Duration::from_secs(args.metrics_period);

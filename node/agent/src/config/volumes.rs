@@ -67,6 +67,9 @@ pub async fn prepare(
     volumes: Result<(), ConfigError>,
 ) -> Result<ContainerSpec, ConfigError> {
     volumes?;
+    if let Some(rt) = ctx.backend.linux() {
+        spec::check_host_paths(pod, container, &rt.config().allow_host_path)?;
+    }
     let claim_dirs = ctx.claims.mounts(pod).await.map_err(ConfigError)?;
     let facts = node_facts(ctx, sandbox);
     let resolved = env::resolve(ctx, pod, container, &facts).await?;

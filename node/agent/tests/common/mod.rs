@@ -23,8 +23,9 @@ pub struct Node {
     pub state: PathBuf,
     pub bridge: String,
     pub cidr: String,
-    /// Lets pods mount host paths (tests that read what containers wrote after they died).
-    pub allow_host_path: bool,
+    /// Where pods may mount host paths (tests that read what containers wrote after they
+    /// died): the node's `--allow-host-path`.
+    pub allow_host_path: Vec<PathBuf>,
 }
 
 fn shim() -> PathBuf {
@@ -49,7 +50,7 @@ impl Node {
                 100 + rand::random::<u8>() % 100,
                 rand::random::<u8>()
             ),
-            allow_host_path: false,
+            allow_host_path: vec![],
         }
     }
 
@@ -61,7 +62,7 @@ impl Node {
         rc.shim_path = Some(shim());
         // Tests run side by side: each node's orphan sweep must see only its own cgroups.
         rc.cgroup_parent = format!("shoal-test-{}", self.name);
-        rc.allow_host_path = self.allow_host_path;
+        rc.allow_host_path = self.allow_host_path.clone();
         rc
     }
 

@@ -126,7 +126,16 @@ impl LinuxRuntime {
                 MountSource::EmptyDir(name) => {
                     validate_id("volume", name)?;
                     let d = sb.volume_dir(name);
-                    ensure_dir(&d)?;
+                    if !d.exists() {
+                        ensure_dir(&d)?;
+                        // World-writable as in Kubernetes, so a container running as
+                        // any user can write its own scratch space.
+                        fs::set_permissions(
+                            &d,
+                            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+                        )
+                        .ctx(&d, "chmod")?;
+                    }
                     d
                 }
                 MountSource::VolumeSubPath { volume, path } => {
@@ -140,9 +149,9 @@ impl LinuxRuntime {
                         && !dir
                             .components()
                             .any(|c| c == std::path::Component::ParentDir);
-                    if !provisioned && !self.cfg.allow_host_path {
+                    if !provisioned && !self.cfg.host_path_allowed(dir) {
                         return Err(Error::InvalidSpec(format!(
-                            "persistent volume {} is outside this node's volumes and hostPath is not allowed on this node",
+                            "persistent volume {} is outside this node's volumes and not under a path the node allows (--allow-host-path)",
                             dir.display()
                         )));
                     }
@@ -159,9 +168,9 @@ impl LinuxRuntime {
                     }
                 }
                 MountSource::HostPath(p) => {
-                    if !self.cfg.allow_host_path {
+                    if !self.cfg.host_path_allowed(p) {
                         return Err(Error::InvalidSpec(format!(
-                            "hostPath {} not allowed on this node",
+                            "hostPath {} is not under a path this node allows (start the node with --allow-host-path)",
                             p.display()
                         )));
                     }
@@ -183,6 +192,7 @@ impl LinuxRuntime {
         if let Some(path) = &spec.termination_message_path {
             mounts.push(super::termination::prepare(dir, path)?);
         }
+        let confinement = self.confinement(spec, &caps)?;
         let lowers = self.images.lower_dirs(&img)?;
         let rootfs = Rootfs::prepare(dir, lowers)?;
         let cgroup = format!("{}/{}", sb.cgroup, id);
@@ -198,6 +208,7 @@ impl LinuxRuntime {
             user: user.clone(),
             working_dir: cwd.clone(),
             caps: caps.clone(),
+            confinement: confinement.clone(),
             log_dir: log_dir.clone(),
             created_at_ns: util::now_ns(),
         };
@@ -220,8 +231,31 @@ impl LinuxRuntime {
             log_dir,
             log: self.cfg.log,
             read_only_rootfs: spec.read_only_rootfs,
+            confinement,
         };
         Ok((run, record))
+    }
+
+    /// The seccomp profile and no_new_privs of a container with capabilities `caps`. A
+    /// `Localhost` profile is read and compiled here, so a missing or bad file fails the
+    /// start with its path before any kernel work.
+    fn confinement(&self, spec: &ContainerSpec, caps: &[String]) -> Result<Confinement> {
+        let seccomp = match &spec.seccomp {
+            SeccompProfile::Unconfined => None,
+            SeccompProfile::RuntimeDefault => Some(seccomp::default::profile(caps)),
+            SeccompProfile::Localhost(name) => {
+                let root = &self.cfg.seccomp_profile_root;
+                let path = seccomp::localhost::path(root, name).map_err(Error::InvalidSpec)?;
+                Some(seccomp::localhost::load(&path, caps).map_err(Error::InvalidSpec)?)
+            }
+        };
+        if let Some(p) = &seccomp {
+            seccomp::filters(p).map_err(|e| Error::InvalidSpec(format!("seccomp profile: {e}")))?;
+        }
+        Ok(Confinement {
+            no_new_privs: spec.no_new_privs,
+            seccomp,
+        })
     }
 
     fn do_start(&self, sb: &SandboxInfo, spec: &ContainerSpec, id: &str) -> Result<ContainerInfo> {
@@ -563,6 +597,7 @@ impl LinuxRuntime {
             cwd: rec.working_dir.clone(),
             user: rec.user.clone(),
             caps: rec.caps.clone(),
+            confinement: rec.confinement.clone(),
             timeout_ms: timeout.as_millis() as u64,
             max_output: 4 << 20,
         })

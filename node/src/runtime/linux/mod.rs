@@ -33,7 +33,8 @@ use crate::logs::{self, LogConfig, LogReader};
 use crate::net::{self, Ipam, NetworkConfig};
 use crate::rootfs::Rootfs;
 use crate::sandbox::{self, PauseProcess, SandboxInfo, SandboxSpec};
-use crate::shim::{BindMount, ExecSpec, Reply, RunSpec, SandboxNsSpec};
+use crate::seccomp::{self, SeccompProfile};
+use crate::shim::{BindMount, Confinement, ExecSpec, Reply, RunSpec, SandboxNsSpec};
 use crate::sys;
 use crate::util::{self, process_alive, read_json_opt, validate_id};
 use nix::mount::{umount2, MntFlags};
@@ -50,6 +51,8 @@ use std::time::{Duration, Instant, SystemTime};
 const NS_NAMES: [&str; 4] = ["net", "ipc", "uts", "pid"];
 /// Pause process record of a shared pid namespace, in the sandbox dir.
 const PAUSE_FILE: &str = "pause.json";
+/// Default of [`RuntimeConfig::seccomp_profile_root`].
+pub const DEFAULT_SECCOMP_PROFILE_ROOT: &str = "/var/lib/shoal/seccomp";
 const CGROUP_DELETE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
@@ -68,8 +71,11 @@ pub struct RuntimeConfig {
     /// pids.max for containers that set no limit (fork-bomb protection).
     pub default_pids_limit: Option<u64>,
     pub log: LogConfig,
-    /// Allow `MountSource::HostPath` mounts.
-    pub allow_host_path: bool,
+    /// Host directories under which `MountSource::HostPath` mounts are allowed (the node's
+    /// `--allow-host-path`); empty: none.
+    pub allow_host_path: Vec<PathBuf>,
+    /// Where `Localhost` seccomp profiles live (the node's `--seccomp-profile-root`).
+    pub seccomp_profile_root: PathBuf,
     /// Become a child subreaper so monitors (orphaned by the shim's exit) are
     /// reparented to, and reaped by, this process while it runs. Without it
     /// they go to pid 1, which must reap them.
@@ -79,6 +85,13 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
+    /// True when `path` may be mounted as a hostPath: it lies under an allowed prefix,
+    /// compared by whole components after removing `.` and `..` lexically (so `/data2` is
+    /// not under `/data`, and `/data/../etc` is not either).
+    pub fn host_path_allowed(&self, path: &Path) -> bool {
+        host_path_allowed(&self.allow_host_path, path)
+    }
+
     pub fn new(state_dir: impl Into<PathBuf>, network: NetworkConfig) -> Self {
         RuntimeConfig {
             state_dir: state_dir.into(),
@@ -89,7 +102,8 @@ impl RuntimeConfig {
             shim_path: None,
             default_pids_limit: Some(1024),
             log: LogConfig::default(),
-            allow_host_path: false,
+            allow_host_path: vec![],
+            seccomp_profile_root: PathBuf::from(DEFAULT_SECCOMP_PROFILE_ROOT),
             reap_monitors: true,
             restrict_devices: true,
         }
@@ -111,6 +125,34 @@ impl RuntimeConfig {
             &hex::encode(digest)[..8]
         )
     }
+}
+
+/// [`RuntimeConfig::host_path_allowed`] against the prefix list `allowed`.
+pub fn host_path_allowed(allowed: &[PathBuf], path: &Path) -> bool {
+    let Some(path) = normalise(path) else {
+        return false;
+    };
+    allowed
+        .iter()
+        .filter_map(|p| normalise(p))
+        .any(|prefix| path.starts_with(prefix))
+}
+
+/// An absolute path without `.` and `..`; None for a relative one or one climbing above /.
+fn normalise(path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir if !out.pop() => return None,
+            _ => {}
+        }
+    }
+    Some(out)
 }
 
 pub struct LinuxRuntime {
@@ -247,6 +289,20 @@ impl LinuxRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_paths_are_allowed_only_under_a_prefix_by_whole_components() {
+        let allowed = vec![PathBuf::from("/data"), PathBuf::from("/srv/shared/")];
+        let ok = |p: &str| host_path_allowed(&allowed, Path::new(p));
+        assert!(ok("/data"));
+        assert!(ok("/data/logs/x"));
+        assert!(ok("/srv/shared/a"));
+        assert!(!ok("/data2"));
+        assert!(!ok("/data/../etc"));
+        assert!(!ok("/etc"));
+        assert!(!ok("data/x"));
+        assert!(!host_path_allowed(&[], Path::new("/data")));
+    }
 
     #[test]
     fn each_state_directory_gets_a_cgroup_parent_of_its_own_that_survives_a_restart() {

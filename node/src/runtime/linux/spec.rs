@@ -47,6 +47,9 @@ pub(super) fn resolve(
         .clone()
         .or_else(|| image.user.clone())
         .filter(|u| !u.is_empty());
+    if spec.run_as_non_root {
+        check_non_root(spec.user.is_some(), user.as_deref())?;
+    }
     let mut caps =
         shim::effective_caps(&spec.cap_add, &spec.cap_drop).map_err(Error::InvalidSpec)?;
     if withhold_mknod {
@@ -59,6 +62,22 @@ pub(super) fn resolve(
         user,
         caps,
     })
+}
+
+/// Kubernetes' `runAsNonRoot` check, on the user the container would run as (`user`,
+/// from the spec when `from_spec`, else from the image), with kubelet's messages.
+fn check_non_root(from_spec: bool, user: Option<&str>) -> Result<()> {
+    let uid = user.unwrap_or("").split(':').next().unwrap_or("");
+    let message = match uid.parse::<u32>() {
+        Ok(0) if from_spec => "container's runAsUser breaks non-root policy".to_string(),
+        _ if uid.is_empty() => "container has runAsNonRoot and image will run as root".into(),
+        Ok(0) => "container has runAsNonRoot and image will run as root".into(),
+        Ok(_) => return Ok(()),
+        Err(_) => format!(
+            "container has runAsNonRoot and image has non-numeric user ({uid}), cannot verify user is non-root"
+        ),
+    };
+    Err(Error::InvalidSpec(message))
 }
 
 /// A spec's command replaces the image's entrypoint and cmd; its args alone replace
@@ -175,6 +194,36 @@ mod tests {
         assert!(
             matches!(&e, Error::InvalidSpec(m) if m.contains("\"relative\"")),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn run_as_non_root_refuses_root_and_users_it_cannot_verify() {
+        let mut spec = ContainerSpec::new("c", "img");
+        spec.run_as_non_root = true;
+        let root_image = ImageConfig {
+            cmd: Some(strings(&["sh"])),
+            ..Default::default()
+        };
+        let refused =
+            |spec: &ContainerSpec, image: &ImageConfig| match resolve(spec, image, "h", false) {
+                Err(Error::InvalidSpec(m)) => m,
+                other => panic!("expected a refusal, got {other:?}"),
+            };
+        assert_eq!(
+            refused(&spec, &root_image),
+            "container has runAsNonRoot and image will run as root"
+        );
+        assert!(refused(&spec, &image()).contains("non-numeric user (nobody)"));
+        spec.user = Some("0:5".into());
+        assert!(refused(&spec, &image()).contains("runAsUser breaks non-root policy"));
+        spec.user = Some("1000".into());
+        assert_eq!(
+            resolve(&spec, &root_image, "h", false)
+                .unwrap()
+                .user
+                .as_deref(),
+            Some("1000")
         );
     }
 
