@@ -10,7 +10,9 @@
 use std::any::Any;
 
 use bus_schemas::kinds::pod_spec::PodSpec;
-use bus_schemas::kinds::{CronJob, DaemonSet, Deployment, Job, Namespace, Pod, ReplicaSet, StatefulSet};
+use bus_schemas::kinds::{
+    CronJob, DaemonSet, Deployment, Job, Namespace, Pod, ReplicaSet, StatefulSet,
+};
 use bus_schemas::pod_security::{check, policy_name, summary, Policy};
 use bus_schemas::{Reason, Resource, Status};
 
@@ -30,7 +32,10 @@ pub(crate) fn enforce(namespace: &Namespace, pod: &Pod) -> Result<(), Status> {
         summary(&violations)
     );
     for error in &policy.label_errors {
-        message.push_str(&format!(" (namespace {:?} {error})", namespace.metadata.name));
+        message.push_str(&format!(
+            " (namespace {:?} {error})",
+            namespace.metadata.name
+        ));
     }
     let causes = violations.iter().map(|v| v.to_cause()).collect();
     Err(Status::new(Reason::Forbidden, message).with_details("Pod", &pod.metadata.name, causes))
@@ -38,7 +43,11 @@ pub(crate) fn enforce(namespace: &Namespace, pod: &Pod) -> Result<(), Status> {
 
 /// What the namespace's `warn` level has to say about a Pod just created or a workload just
 /// written: Kubernetes' `would violate PodSecurity …` lines, and any label that is not a level.
-pub(crate) async fn warnings<K: Resource>(server: &ApiServer, obj: &K, created: bool) -> Vec<String> {
+pub(crate) async fn warnings<K: Resource>(
+    server: &ApiServer,
+    obj: &K,
+    created: bool,
+) -> Vec<String> {
     let Some((spec, path)) = pod_spec_of(obj, created) else {
         return Vec::new();
     };

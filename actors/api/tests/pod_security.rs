@@ -161,7 +161,12 @@ async fn restricted_names_every_missing_field_and_a_bad_label_means_restricted()
 async fn the_warn_level_admits_and_warns() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    namespace(&api, "lenient", &[(ENFORCE, "baseline"), (WARN, "restricted")]).await;
+    namespace(
+        &api,
+        "lenient",
+        &[(ENFORCE, "baseline"), (WARN, "restricted")],
+    )
+    .await;
 
     let (created, warned) = create_with_warnings(&api, &plain_pod("lenient")).await;
     assert_eq!(created.metadata.name, "plain");

@@ -145,7 +145,10 @@ impl ApiClient {
 
     /// Hands every warning a reply carries to `handler`: how a command line shows people what
     /// the API admitted with reservations (a pod security `warn` level, for example).
-    pub fn with_warning_handler(mut self, handler: impl Fn(&str) + Send + Sync + 'static) -> ApiClient {
+    pub fn with_warning_handler(
+        mut self,
+        handler: impl Fn(&str) + Send + Sync + 'static,
+    ) -> ApiClient {
         self.on_warning = Some(Arc::new(handler));
         self
     }
