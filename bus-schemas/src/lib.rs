@@ -19,6 +19,8 @@
 //! - [`quantity`]: resource quantities (`100m`, `128Mi`), exact.
 //! - [`validation`]: names, labels and metadata rules shared by all kinds.
 //! - [`status`]: the Status error object with field-path causes.
+//! - [`pod_security`]: the Pod Security Standards levels, their namespace labels and the check
+//!   of a pod spec against a level.
 //! - `openapi` (feature `openapi`): OpenAPI v3 schemas of the kinds, from these types and their
 //!   doc comments.
 //!
@@ -34,6 +36,7 @@ pub mod manifest;
 pub mod meta;
 #[cfg(feature = "openapi")]
 pub mod openapi;
+pub mod pod_security;
 pub mod quantity;
 pub mod resource;
 pub mod roles;

@@ -45,6 +45,10 @@ pub const TEST_CLOCK: &str = "shoal.v1.test.clock";
 pub const HEADER_EVENT: &str = "Shoal-Event";
 /// Header carrying the HTTP-style result code on API replies (absent or 2xx means success).
 pub const HEADER_CODE: &str = "Shoal-Code";
+/// Header on a successful write's reply, once per warning (Kubernetes' `Warning:` response
+/// headers): what the namespace's pod security `warn` level found, for example. Clients
+/// show them to people; the write itself succeeded.
+pub const HEADER_WARNING: &str = "Shoal-Warning";
 /// W3C trace context, propagated from request to object event.
 pub const HEADER_TRACEPARENT: &str = "traceparent";
 

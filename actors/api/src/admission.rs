@@ -1,5 +1,6 @@
 //! Admission: policy applied after validation and before the write — namespaces must exist
-//! and not be terminating, pod priorities are resolved from PriorityClasses, claims without a
+//! and not be terminating, new pods must meet their namespace's pod security level (see
+//! [`crate::pod_security`]), pod priorities are resolved from PriorityClasses, claims without a
 //! class get the default StorageClass, and a node may write only what is bound to it.
 
 use std::any::Any;
@@ -17,12 +18,19 @@ pub(crate) async fn admit<K: Resource>(
     obj: &mut K,
     old: Option<&K>,
 ) -> Result<(), Status> {
-    if K::INFO.namespaced && old.is_none() {
-        check_namespace(server, &obj.meta().namespace).await?;
-    }
+    let namespace = if K::INFO.namespaced && old.is_none() {
+        Some(check_namespace(server, &obj.meta().namespace).await?)
+    } else {
+        None
+    };
     if let Some(pod) = (obj as &mut dyn Any).downcast_mut::<Pod>() {
         match old.and_then(|o| (o as &dyn Any).downcast_ref::<Pod>()) {
-            None => resolve_priority(server, pod).await?,
+            None => {
+                if let Some(namespace) = &namespace {
+                    crate::pod_security::enforce(namespace, pod)?;
+                }
+                resolve_priority(server, pod).await?
+            }
             // Priority is resolved once, at creation; updates keep it.
             Some(old) => {
                 if pod.spec.priority.is_none() {
@@ -48,7 +56,8 @@ pub(crate) async fn admit<K: Resource>(
     Ok(())
 }
 
-async fn check_namespace(server: &ApiServer, namespace: &str) -> Result<(), Status> {
+/// The namespace a new object goes into, if it exists and is not being deleted.
+async fn check_namespace(server: &ApiServer, namespace: &str) -> Result<Namespace, Status> {
     match server.cached_or_current::<Namespace>("", namespace).await? {
         None => Err(Status::not_found("Namespace", "", namespace)),
         Some(ns) if ns.metadata.deletion_timestamp.is_some() => Err(Status::new(
@@ -57,7 +66,7 @@ async fn check_namespace(server: &ApiServer, namespace: &str) -> Result<(), Stat
                 "namespace {namespace:?} is being terminated: no new objects may be created in it"
             ),
         )),
-        Some(_) => Ok(()),
+        Some(ns) => Ok(ns),
     }
 }
 

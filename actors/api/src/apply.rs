@@ -46,7 +46,8 @@ impl ApiServer {
                 fresh.meta_mut().namespace = ns.clone();
                 match self.create_object(req, fresh).await {
                     Ok(created) => {
-                        return Ok(Reply::ok(&created)?.with_header(HEADER_APPLY_RESULT, "created"))
+                        let reply = self.reply_written(&created, true).await?;
+                        return Ok(reply.with_header(HEADER_APPLY_RESULT, "created"));
                     }
                     Err(s) if s.is(bus_schemas::Reason::AlreadyExists) => continue,
                     Err(s) => return Err(s),
@@ -90,7 +91,8 @@ impl ApiServer {
                     } else {
                         "unchanged"
                     };
-                    return Ok(Reply::ok(&stored)?.with_header(HEADER_APPLY_RESULT, result));
+                    let reply = self.reply_written(&stored, false).await?;
+                    return Ok(reply.with_header(HEADER_APPLY_RESULT, result));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &name, e)),

@@ -15,7 +15,8 @@
 //!   ReplicaSets).
 //! - [`commit`]: the last step of every change: write, or remove a fully deleted object and
 //!   release what it held.
-//! - policy: [`admission`] (namespaces, priorities, node ownership), [`termination`] (pure
+//! - policy: [`admission`] (namespaces, priorities, node ownership), [`pod_security`] (the
+//!   namespace's Pod Security Standards level: refusals and warnings), [`termination`] (pure
 //!   deletion policy: finalizers, grace periods, when deletion is complete), [`service_ips`]
 //!   (ClusterIP allocation, whose reservations are written through the shared state, never
 //!   through the verbs).
@@ -54,6 +55,7 @@ pub mod field_manager;
 pub mod local;
 pub mod merge_patch;
 pub mod node_events;
+pub mod pod_security;
 pub mod read;
 pub mod reply;
 pub mod request;
@@ -169,6 +171,11 @@ pub const BOOTSTRAP_NAMESPACES: &[&str] = &[
     service_ips::SERVICE_IP_NAMESPACE,
 ];
 
+/// Namespaces for the cluster's own pods (node agents' helpers, log shippers), which may need
+/// the node's namespaces and paths: labelled `privileged`, so the pod security check needs no
+/// exception by name.
+pub const PRIVILEGED_NAMESPACES: &[&str] = &["shoal-system"];
+
 /// Creates what every cluster has (namespaces, the default `local-path` StorageClass).
 /// Idempotent: run at every start; a class someone changed or deleted on purpose since is
 /// not put back as it was, only recreated when absent.
@@ -176,6 +183,12 @@ pub async fn bootstrap(api: &shoal_bus::ApiClient) -> Result<(), shoal_bus::ApiE
     for name in BOOTSTRAP_NAMESPACES {
         let mut ns = bus_schemas::kinds::Namespace::default();
         ns.metadata.name = name.to_string();
+        if PRIVILEGED_NAMESPACES.contains(name) {
+            ns.metadata.labels.insert(
+                bus_schemas::pod_security::ENFORCE_LABEL.into(),
+                bus_schemas::pod_security::Level::Privileged.as_str().into(),
+            );
+        }
         create_if_absent(api, &ns).await?;
     }
     create_if_absent(api, &kinds::StorageClass::local_path()).await

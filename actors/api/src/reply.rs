@@ -1,7 +1,8 @@
-//! Encoding replies: the object on success; a Status with `Shoal-Code` on failure.
+//! Encoding replies: the object (and any `Shoal-Warning`s) on success; a Status with
+//! `Shoal-Code` on failure.
 
 use async_nats::HeaderMap;
-use bus_schemas::subjects::HEADER_CODE;
+use bus_schemas::subjects::{HEADER_CODE, HEADER_WARNING};
 use bus_schemas::{codec, Status};
 use bytes::Bytes;
 use serde::Serialize;
@@ -23,6 +24,14 @@ impl Reply {
 
     pub fn with_header(mut self, name: &'static str, value: &str) -> Reply {
         self.headers.insert(name, value);
+        self
+    }
+
+    /// One `Shoal-Warning` header per warning.
+    pub fn with_warnings(mut self, warnings: &[String]) -> Reply {
+        for warning in warnings {
+            self.headers.append(HEADER_WARNING, warning.as_str());
+        }
         self
     }
 

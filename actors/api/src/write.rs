@@ -48,7 +48,18 @@ impl ApiServer {
     pub(crate) async fn create<K: Resource>(&self, req: &Request<'_>) -> Result<Reply, Status> {
         let obj = decode_object::<K>(req.payload)?;
         let created = self.create_object(req, obj).await?;
-        Reply::ok(&created)
+        self.reply_written(&created, true).await
+    }
+
+    /// The reply to a create or a change of spec: the object, with what the namespace's pod
+    /// security `warn` level says about the pod spec it carries.
+    pub(crate) async fn reply_written<K: Resource>(
+        &self,
+        obj: &K,
+        created: bool,
+    ) -> Result<Reply, Status> {
+        let warnings = crate::pod_security::warnings(self, obj, created).await;
+        Ok(Reply::ok(obj)?.with_warnings(&warnings))
     }
 
     pub(crate) async fn create_object<K: Resource>(
@@ -159,7 +170,10 @@ impl ApiServer {
     ) -> Result<Reply, Status> {
         let incoming = decode_object::<K>(req.payload)?;
         let updated = self.update_object(req, incoming, status_only).await?;
-        Reply::ok(&updated)
+        if status_only {
+            return Reply::ok(&updated);
+        }
+        self.reply_written(&updated, false).await
     }
 
     /// Updates spec and metadata (or only status), with CAS.
@@ -283,7 +297,8 @@ impl ApiServer {
                 .write_change(req, next, &current, revision, cached)
                 .await
             {
-                Ok(stored) => return Reply::ok(&stored),
+                Ok(stored) if patch.status => return Reply::ok(&stored),
+                Ok(stored) => return self.reply_written(&stored, false).await,
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(K::INFO.kind, &ns, &patch.name, e)),
             }

@@ -5,6 +5,7 @@
 //! message id, so a retry after a lost reply (an API replica died mid-request) is
 //! de-duplicated by the state log instead of failing or writing twice.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::{HeaderMap, RequestErrorKind};
@@ -13,7 +14,7 @@ use bus_schemas::api::{
     HEADER_FIELD_MANAGER, HEADER_FORCE,
 };
 use bus_schemas::codec;
-use bus_schemas::subjects::{self, Verb, HEADER_CODE, HEADER_TRACEPARENT};
+use bus_schemas::subjects::{self, Verb, HEADER_CODE, HEADER_TRACEPARENT, HEADER_WARNING};
 use bus_schemas::{Reason, Resource, Status};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -113,6 +114,18 @@ pub struct ApiClient {
     deadline: Duration,
     traceparent: Option<String>,
     field_manager: Option<String>,
+    on_warning: Option<WarningHandler>,
+}
+
+/// Called with each warning a reply carries (see [`ApiClient::with_warning_handler`]).
+pub type WarningHandler = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The warnings a successful reply carries (`Shoal-Warning`, once each), in order.
+pub fn warnings(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(HEADER_WARNING)
+        .map(|v| v.as_str().to_string())
+        .collect()
 }
 
 /// The field manager `apply` uses when the client names none (what `shoal apply` uses).
@@ -126,7 +139,18 @@ impl ApiClient {
             deadline: Duration::from_secs(20),
             traceparent: None,
             field_manager: None,
+            on_warning: None,
         }
+    }
+
+    /// Hands every warning a reply carries to `handler`: how a command line shows people what
+    /// the API admitted with reservations (a pod security `warn` level, for example).
+    pub fn with_warning_handler(
+        mut self,
+        handler: impl Fn(&str) + Send + Sync + 'static,
+    ) -> ApiClient {
+        self.on_warning = Some(Arc::new(handler));
+        self
     }
 
     /// Names this writer in `metadata.managedFields` (Kubernetes' `fieldManager`): every
@@ -202,9 +226,16 @@ impl ApiClient {
                 verb = verb.as_str()
             )
         };
-        self.send_with_retries(subject, headers, body)
+        let reply = self
+            .send_with_retries(subject, headers, body)
             .instrument(span)
-            .await
+            .await?;
+        if let Some(handler) = &self.on_warning {
+            for warning in warnings(&reply.headers) {
+                handler(&warning);
+            }
+        }
+        Ok(reply)
     }
 
     async fn send_with_retries(

@@ -44,6 +44,7 @@ pub mod namespace;
 pub mod nodelifecycle;
 pub mod podgc;
 pub mod podutil;
+pub mod replica_failure;
 pub mod replicaset;
 pub mod statefulset;
 pub mod volumebinding;

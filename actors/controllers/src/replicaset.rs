@@ -20,7 +20,7 @@ use crate::context::Ctx;
 use crate::error::ReconcileError;
 use crate::events::NORMAL;
 use crate::podutil::{self, available_at, is_active, is_available, selects};
-use crate::{owner_key, spawn};
+use crate::{owner_key, replica_failure, spawn};
 use shoal_bus::controller;
 use shoal_bus::shutdown::Shutdown;
 use shoal_bus::workqueue::WorkQueue;
@@ -168,20 +168,45 @@ pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Ctx>) -> Result<Action, Rec
     let uid = rs.metadata.uid.clone();
     ctx.expectations.wait(&uid, &ctx.pods).await;
     let now = podutil::now();
-    let decision = decide(&rs, &candidates(&rs, &ctx), now);
-    let changed = perform(&rs, &ctx, &decision.actions).await?;
+    let mut decision = decide(&rs, &candidates(&rs, &ctx), now);
+    let conditions = &mut decision.status.conditions;
+    let changed = match perform(&rs, &ctx, &decision.actions).await {
+        Ok(changed) => {
+            replica_failure::clear(conditions);
+            changed
+        }
+        Err(e) => {
+            if let Some((reason, message)) = replica_failure::reason_of(&e) {
+                replica_failure::record(conditions, reason, message, now);
+                if decision.status != rs.status {
+                    // Best effort: the failure is what the work queue retries either way.
+                    let _ = write_status(&rs, &ctx, decision.status).await;
+                }
+            }
+            return Err(e);
+        }
+    };
     if !changed && decision.status != rs.status {
-        let mut next = (*rs).clone();
-        next.status = decision.status;
-        ctx.api
-            .update_status(&next)
-            .await
-            .map_err(|e| ReconcileError::api("update-status", "ReplicaSet", key(rs.as_ref()), e))?;
+        write_status(&rs, &ctx, decision.status).await?;
     }
     Ok(match decision.requeue_at {
         Some(at) => Action::RequeueAfter(podutil::until(at, now) + Duration::from_millis(50)),
         None => Action::AwaitChange,
     })
+}
+
+async fn write_status(
+    rs: &ReplicaSet,
+    ctx: &Ctx,
+    status: ReplicaSetStatus,
+) -> Result<(), ReconcileError> {
+    let mut next = rs.clone();
+    next.status = status;
+    ctx.api
+        .update_status(&next)
+        .await
+        .map(|_| ())
+        .map_err(|e| ReconcileError::api("update-status", "ReplicaSet", key(rs), e))
 }
 
 fn key<K: Resource>(obj: &K) -> String {

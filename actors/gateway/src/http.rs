@@ -100,6 +100,18 @@ pub fn json_with(code: StatusCode, content_type: &str, value: &Value) -> Respons
     bytes_response(code, content_type, body)
 }
 
+/// Kubernetes' `Warning: 299 - "text"` response headers, one per warning the API gave:
+/// kubectl prints each as `Warning: text`.
+pub fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let text = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = hyper::header::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            response.headers_mut().append(hyper::header::WARNING, value);
+        }
+    }
+    response
+}
+
 pub fn json(value: &Value) -> Response {
     json_with(StatusCode::OK, "application/json", value)
 }

@@ -7,6 +7,7 @@ use bus_schemas::subjects::Verb;
 use bus_schemas::{Cause, Reason, Status};
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
+use shoal_bus::client::warnings;
 
 use crate::bus::{encode_object, Bus, FieldValidation};
 use crate::field_manager::Writer;
@@ -198,17 +199,19 @@ async fn create(bus: &Bus, req: &Request, r: &RestResource, ns: &str) -> Respons
         check_object(r, ns, &mut value)?;
         let body = encode_object(r, value.clone(), validation(req))?;
         if dry_run(req) {
-            return Ok(value);
+            return Ok((value, Vec::new()));
         }
-        let (obj, _) = bus
+        let (obj, headers) = bus
             .call_raw_with(r, Verb::Create, body, writer.headers())
             .await
             .map_err(|e| http::status_of(&e))?;
-        Ok::<Value, Status>(obj)
+        Ok::<_, Status>((obj, warnings(&headers)))
     }
     .await;
     match result {
-        Ok(obj) => reply_object(req, r, obj, StatusCode::CREATED),
+        Ok((obj, warned)) => {
+            http::with_warnings(reply_object(req, r, obj, StatusCode::CREATED), &warned)
+        }
         Err(status) => http::status(&status),
     }
 }
@@ -228,22 +231,24 @@ async fn replace(
         check_name(&value, name)?;
         let body = encode_object(r, value.clone(), validation(req))?;
         if dry_run(req) {
-            return Ok(value);
+            return Ok((value, Vec::new()));
         }
         let verb = if status_only {
             Verb::UpdateStatus
         } else {
             Verb::Update
         };
-        let (obj, _) = bus
+        let (obj, headers) = bus
             .call_raw_with(r, verb, body, writer.headers())
             .await
             .map_err(|e| http::status_of(&e))?;
-        Ok::<Value, Status>(obj)
+        Ok::<_, Status>((obj, warnings(&headers)))
     }
     .await;
     match result {
-        Ok(obj) => reply_object(req, r, obj, StatusCode::OK),
+        Ok((obj, warned)) => {
+            http::with_warnings(reply_object(req, r, obj, StatusCode::OK), &warned)
+        }
         Err(status) => http::status(&status),
     }
 }
@@ -375,7 +380,10 @@ async fn patch(
             Verb::Update
         };
         match bus.call_raw_with(r, verb, body, writer.headers()).await {
-            Ok((obj, _)) => return reply_object(req, r, obj, StatusCode::OK),
+            Ok((obj, headers)) => {
+                let reply = reply_object(req, r, obj, StatusCode::OK);
+                return http::with_warnings(reply, &warnings(&headers));
+            }
             Err(e) if e.is_conflict() && !precondition => last = Some(e),
             Err(e) => return http::api_error(&e),
         }
@@ -408,7 +416,7 @@ async fn server_side_apply(
         check_name(&value, name)?;
         let body = encode_object(r, value.clone(), validation(req))?;
         if dry_run(req) {
-            return Ok((value, StatusCode::OK));
+            return Ok((value, StatusCode::OK, Vec::new()));
         }
         let (obj, headers) = bus
             .call_raw_with(r, Verb::Apply, body, writer.headers())
@@ -422,11 +430,11 @@ async fn server_side_apply(
         } else {
             StatusCode::OK
         };
-        Ok::<_, Status>((obj, code))
+        Ok::<_, Status>((obj, code, warnings(&headers)))
     }
     .await;
     match result {
-        Ok((obj, code)) => reply_object(req, r, obj, code),
+        Ok((obj, code, warned)) => http::with_warnings(reply_object(req, r, obj, code), &warned),
         Err(s) => http::status(&s),
     }
 }

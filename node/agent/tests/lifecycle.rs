@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bus_schemas::api::{DeleteOptions, ListOptions};
 use bus_schemas::kinds::{Event, Pod};
-use common::{container, one_node, pod, push_busybox, wait_pod, Node};
+use common::{allow_privileged_pods, container, one_node, pod, push_busybox, wait_pod, Node};
 use shoal_api::local::LocalCluster;
 use shoal_bus::ApiClient;
 
@@ -73,6 +73,7 @@ async fn pre_stop_runs_before_sigterm_and_inside_the_grace_period() {
     node.allow_host_path = vec![dir.path().to_path_buf()];
     node.start(&cluster);
     let api = cluster.api();
+    allow_privileged_pods(&api).await;
     let out = host_dir(dir.path(), "out");
     let order = out.join("order");
 
@@ -230,6 +231,7 @@ async fn a_sidecar_runs_beside_the_main_container_and_stops_after_it() {
     node.allow_host_path = vec![dir.path().to_path_buf()];
     node.start(&cluster);
     let api = cluster.api();
+    allow_privileged_pods(&api).await;
     let out = host_dir(dir.path(), "out");
     let order = out.join("order");
     let mount = serde_json::json!([{"name": "out", "mountPath": "/out"}]);

@@ -22,7 +22,9 @@ impl Session {
             format!("cannot reach NATS at {url}: is the cluster running? (`shoal up`, or set --nats / SHOAL_NATS)")
         })?;
         Ok(Session {
-            api: ApiClient::new(nats.clone()),
+            // As kubectl shows a server's `Warning:` headers.
+            api: ApiClient::new(nats.clone())
+                .with_warning_handler(|warning| eprintln!("Warning: {warning}")),
             nats,
             url: url.to_string(),
         })

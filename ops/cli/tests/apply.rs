@@ -215,3 +215,55 @@ async fn get_without_headers_and_ignoring_absent_names() {
     let out = succeeds(&cluster, &["get", "po", "missing", "--ignore-not-found"]).await;
     assert!(out.is_empty(), "{out}");
 }
+
+/// `shoal` prints the API's warnings as kubectl does, and a pod security refusal in
+/// Kubernetes' words.
+#[actix::test]
+async fn pod_security_warnings_and_refusals_reach_the_terminal() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let namespace = write(
+        &dir,
+        "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: lenient\n  labels:\n    \
+         pod-security.kubernetes.io/warn: restricted\n",
+    );
+    succeeds(&cluster, &["apply", "-f", &namespace]).await;
+    let pod = |name: &str, ns: &str, extra: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{extra}  \
+             containers:\n  - name: main\n    image: busybox:1.36\n"
+        )
+    };
+    let plain = write(&dir, "plain.yaml", &pod("plain", "lenient", ""));
+    let out = shoal(&cluster, &["apply", "-f", &plain]).await;
+    assert!(out.ok, "{}", out.stderr);
+    assert!(out.stdout.contains("pod/plain created"), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("Warning: would violate PodSecurity \"restricted:latest\": ")
+            && out.stderr.contains("runAsNonRoot != true"),
+        "{}",
+        out.stderr
+    );
+
+    let host = write(
+        &dir,
+        "host.yaml",
+        &pod("host", "default", "  hostNetwork: true\n"),
+    );
+    let out = shoal(&cluster, &["apply", "-f", &host]).await;
+    assert!(!out.ok, "a hostNetwork pod is refused under baseline");
+    assert!(
+        out.stderr.contains(
+            "pods \"host\" is forbidden: violates PodSecurity \"baseline:latest\": \
+             host namespaces (hostNetwork=true)"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        cluster.api().get::<Pod>("default", "host").await.is_err(),
+        "nothing written"
+    );
+}

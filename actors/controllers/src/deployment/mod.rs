@@ -214,6 +214,7 @@ pub fn decide(
     progress::count_replicas(&mut r);
     progress::set_available(&mut r, now);
     progress::set_progressing(&mut r, now);
+    progress::set_replica_failure(&mut r, now);
     history::stamp_deployment(&mut r);
     history::prune(&mut r);
     r.into_decision()

@@ -1,5 +1,6 @@
 //! Progress and conditions: the status counts from what the ReplicaSets report, the
-//! `Available` condition, and the `Progressing` condition with its deadline.
+//! `Available` condition, the `Progressing` condition with its deadline, and the ReplicaSets'
+//! `ReplicaFailure`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -86,6 +87,26 @@ pub(super) fn set_available(r: &mut Rollout, now: Time) {
         )
     };
     put_condition(&mut r.status.conditions, available, false);
+}
+
+/// `ReplicaFailure` as the ReplicaSets report it (see [`crate::replica_failure`]): a
+/// Deployment whose pods are refused says why, and the condition goes when theirs does.
+pub(super) fn set_replica_failure(r: &mut Rollout, now: Time) {
+    let sets = r.new_rs.iter().chain(r.olds.iter().copied());
+    let conditions = sets.map(|rs| rs.status.conditions.as_slice());
+    match crate::replica_failure::of_replicasets(conditions, now) {
+        Some(failure) => {
+            let unchanged = find_condition(&r.status.conditions, &failure.type_).is_some_and(|c| {
+                c.status == failure.status
+                    && c.reason == failure.reason
+                    && c.message == failure.message
+            });
+            if !unchanged {
+                put_condition(&mut r.status.conditions, failure, true);
+            }
+        }
+        None => crate::replica_failure::clear(&mut r.status.conditions),
+    }
 }
 
 /// `Progressing`: paused, complete (the new ReplicaSet is then marked as a rollback

@@ -163,6 +163,20 @@ pub async fn push_busybox(cluster: &LocalCluster) {
         .unwrap();
 }
 
+/// Labels `default` privileged for pod security: for tests whose pods mount host paths on
+/// purpose (with [`Node::allow_host_path`]), which baseline refuses.
+pub async fn allow_privileged_pods(api: &ApiClient) {
+    let patch = bus_schemas::api::PatchRequest {
+        name: "default".into(),
+        patch: r#"{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}"#
+            .into(),
+        ..Default::default()
+    };
+    api.patch::<bus_schemas::kinds::Namespace>(&patch)
+        .await
+        .expect("label the namespace privileged");
+}
+
 pub fn pod(node: &str, name: &str, spec: serde_json::Value) -> Pod {
     let mut value = serde_json::json!({"metadata": {"name": name}, "spec": spec});
     value["spec"]["nodeName"] = serde_json::Value::String(node.into());
