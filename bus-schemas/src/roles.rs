@@ -183,6 +183,8 @@ impl Role {
                     "shoal.v1.agent.*.exec.*.in",
                     subjects::EXTERNAL_METRICS_ALL,
                     subjects::TEST_CLOCK,
+                    // The naming actor's answers for clients that do not speak DNS.
+                    subjects::DNS_QUERY,
                     TRACES,
                 ]);
                 p.publish_allow.extend(read_all_streams());
@@ -195,7 +197,12 @@ impl Role {
                 p.subscribe_deny = strings(&[SECRET_EVENTS]);
             }
             Role::Viewer | Role::Integration => {
-                p.publish_allow = strings(&["shoal.v1.api.*.get", "shoal.v1.api.*.list"]);
+                // DNS answers tell no more than listing Services, Endpoints and pods does.
+                p.publish_allow = strings(&[
+                    "shoal.v1.api.*.get",
+                    "shoal.v1.api.*.list",
+                    subjects::DNS_QUERY,
+                ]);
                 p.publish_allow.extend(read_all_streams());
                 // A Secret's contents are not for viewers, as with Kubernetes' `view` role.
                 p.publish_deny = strings(&["shoal.v1.api.secret.>"]);
@@ -421,6 +428,20 @@ mod tests {
         assert!(p.may_subscribe("shoal.v1.obj.pod.default.web"));
         assert!(!p.may_subscribe("_INBOX.UOTHER.abc"));
         assert!(!p.may_publish(&subjects::external_metric("default", "queue")));
+        assert!(p.may_publish(subjects::DNS_QUERY));
+    }
+
+    #[test]
+    fn people_and_the_gateway_may_ask_the_naming_actor_over_the_bus() {
+        for role in [Role::Admin, Role::Gateway, Role::Viewer, Role::Integration] {
+            assert!(
+                role.permissions(INBOX).may_publish(subjects::DNS_QUERY),
+                "{role}"
+            );
+        }
+        assert!(!Role::Node("n1".into())
+            .permissions(INBOX)
+            .may_publish(subjects::DNS_QUERY));
     }
 
     #[test]
