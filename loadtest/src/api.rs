@@ -48,14 +48,14 @@ pub fn run(args: ApiArgs) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let (runtime, natsd) = crate::control_plane::nats_on_runtime(dir.path(), 1)?;
     let url = natsd.url();
-    crate::tracing_mode::export_to(&url);
+    let api_auth = crate::control_plane::creds(&runtime, &natsd, &Role::Api)?;
+    crate::tracing_mode::export_to(&url, &api_auth);
     println!(
         "nats-server {url} with JetStream sync_interval: always (store {})",
         dir.path().display()
     );
 
     // The API actor gets its own thread and actix system, as it would be its own process.
-    let api_auth = crate::control_plane::creds(&runtime, &natsd, &Role::Api)?;
     let admin = crate::control_plane::creds(&runtime, &natsd, &Role::Admin)?;
     crate::control_plane::start(&url, api_auth.clone(), None)?;
 

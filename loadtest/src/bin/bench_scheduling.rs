@@ -319,8 +319,8 @@ fn run(args: Args) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let (runtime, natsd) = common::start_nats_with(dir.path(), !args.no_auth)?;
     let url = natsd.url();
-    common::tracing_mode::export_to(&url);
     let identities = common::Identities::of(&runtime, &natsd)?;
+    common::tracing_mode::export_to(&url, &identities.api);
     identities.issue_fleet(&runtime, &natsd, args.nodes)?;
     let cp = common::start_control_plane(url.clone(), &identities, true)?;
     println!(

@@ -321,7 +321,7 @@ pub fn start_control_plane(
                         }
                     });
                     let _ = rx.await;
-                    // Bootstrapping is the operator's job, as `shoal up` does it.
+                    // The cluster's namespaces are made by the operator, as `LocalCluster` does.
                     let admin = shoal_bus::connect(&url, "bench-bootstrap", &identities.admin)
                         .await
                         .map_err(|e| e.to_string())?;
@@ -509,11 +509,12 @@ pub fn hollow_main(
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    tracing_mode::export_to(url);
     runtime.block_on(async move {
         let auth = auth_dir.map(AuthDir::provision).transpose()?;
         // Any node may read the whole state log: the shared cache reads as the first node.
+        // Its spans go out as that node too (one process, one exporter).
         let first = node_name(0);
+        tracing_mode::export_to(url, &node_creds(auth.as_ref(), &first)?);
         let nats = shoal_bus::connect(url, &first, &node_creds(auth.as_ref(), &first)?).await?;
         let store = Store::open(nats.clone()).await?;
         let informers = InformerFactory::new(store);
