@@ -809,3 +809,22 @@ async fn failover(
     println!("memory: {}", memory_line(Some(fleet.pid())));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Rates;
+
+    #[test]
+    fn a_runs_rates_line_parses_back_and_other_lines_do_not() {
+        let line = Rates {
+            creates: 1234.5,
+            running: 987.0,
+        }
+        .line();
+        let parsed = Rates::parse(&line).expect("its own line parses");
+        assert_eq!((parsed.creates, parsed.running), (1234.5, 987.0));
+        assert!(Rates::parse("rates: creates/s x running/s 1").is_none());
+        assert!(Rates::parse("rates: running/s 1 creates/s 2").is_none());
+        assert!(Rates::parse("Running 100/100 in 0.5 s").is_none());
+    }
+}
