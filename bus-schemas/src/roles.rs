@@ -126,6 +126,8 @@ impl Role {
             Role::Controllers => {
                 p.publish_allow = strings(&[subjects::API_ALL, TRACES]);
                 p.publish_allow.extend(read_stream(OBJECTS_STREAM));
+                // They answer the test clock's requests (`SHOAL_TEST_CLOCK=bus`).
+                p.allow_responses = true;
             }
             Role::Scheduler => {
                 p.publish_allow = strings(&[
@@ -133,6 +135,8 @@ impl Role {
                     "shoal.v1.api.event.>",
                     "shoal.v1.api.lease.>",
                     "shoal.v1.api.persistentvolumeclaim.>",
+                    // Its allocation records' namespace, made at start if absent.
+                    "shoal.v1.api.namespace.create",
                     "shoal.v1.api.*.get",
                     "shoal.v1.api.*.list",
                     TRACES,
@@ -169,6 +173,8 @@ impl Role {
                 p.publish_allow.extend(read_stream(OBJECTS_STREAM));
                 p.publish_allow
                     .extend(read_stream(subjects::METRICS_STREAM));
+                // The metric store is fed live from every node's and integration's samples.
+                p.subscribe_allow.push(subjects::METRICS_ALL.to_string());
             }
             Role::Gateway | Role::Admin => {
                 p.publish_allow = strings(&[
@@ -177,6 +183,8 @@ impl Role {
                     "shoal.v1.agent.*.exec.*.in",
                     subjects::EXTERNAL_METRICS_ALL,
                     subjects::TEST_CLOCK,
+                    // The naming actor's answers for clients that do not speak DNS.
+                    subjects::DNS_QUERY,
                     TRACES,
                 ]);
                 p.publish_allow.extend(read_all_streams());
@@ -189,7 +197,12 @@ impl Role {
                 p.subscribe_deny = strings(&[SECRET_EVENTS]);
             }
             Role::Viewer | Role::Integration => {
-                p.publish_allow = strings(&["shoal.v1.api.*.get", "shoal.v1.api.*.list"]);
+                // DNS answers tell no more than listing Services, Endpoints and pods does.
+                p.publish_allow = strings(&[
+                    "shoal.v1.api.*.get",
+                    "shoal.v1.api.*.list",
+                    subjects::DNS_QUERY,
+                ]);
                 p.publish_allow.extend(read_all_streams());
                 // A Secret's contents are not for viewers, as with Kubernetes' `view` role.
                 p.publish_deny = strings(&["shoal.v1.api.secret.>"]);
@@ -415,6 +428,20 @@ mod tests {
         assert!(p.may_subscribe("shoal.v1.obj.pod.default.web"));
         assert!(!p.may_subscribe("_INBOX.UOTHER.abc"));
         assert!(!p.may_publish(&subjects::external_metric("default", "queue")));
+        assert!(p.may_publish(subjects::DNS_QUERY));
+    }
+
+    #[test]
+    fn people_and_the_gateway_may_ask_the_naming_actor_over_the_bus() {
+        for role in [Role::Admin, Role::Gateway, Role::Viewer, Role::Integration] {
+            assert!(
+                role.permissions(INBOX).may_publish(subjects::DNS_QUERY),
+                "{role}"
+            );
+        }
+        assert!(!Role::Node("n1".into())
+            .permissions(INBOX)
+            .may_publish(subjects::DNS_QUERY));
     }
 
     #[test]
@@ -424,6 +451,34 @@ mod tests {
         assert!(p.may_subscribe(&subjects::autoscale_hook("queue-depth")));
         assert!(p.allow_responses);
         assert!(!p.may_publish(&subjects::api("deployment", Verb::UpdateScale)));
+    }
+
+    #[test]
+    fn the_scheduler_binds_and_makes_its_allocation_namespace_but_edits_no_workload() {
+        let p = Role::Scheduler.permissions(INBOX);
+        assert!(p.may_publish(&subjects::api("pod", Verb::Update)));
+        assert!(p.may_publish(&subjects::api("namespace", Verb::Create)));
+        assert!(!p.may_publish(&subjects::api("namespace", Verb::Delete)));
+        assert!(!p.may_publish(&subjects::api("deployment", Verb::Update)));
+    }
+
+    #[test]
+    fn controllers_write_through_the_api_and_answer_the_test_clock() {
+        let p = Role::Controllers.permissions(INBOX);
+        assert!(p.may_publish(&subjects::api("deployment", Verb::Update)));
+        assert!(p.may_subscribe(subjects::TEST_CLOCK));
+        assert!(p.allow_responses, "the clock's setter waits for an answer");
+        assert!(!p.may_publish("_INBOX.UOTHER.abc"));
+    }
+
+    #[test]
+    fn the_autoscaler_hears_every_metric_sample_and_calls_hooks() {
+        let p = Role::Autoscaler.permissions(INBOX);
+        assert!(p.may_subscribe(&subjects::metrics("n1", "default", "web")));
+        assert!(p.may_subscribe(&subjects::external_metric("default", "queue")));
+        assert!(p.may_publish(&subjects::autoscale_hook("queue-depth")));
+        assert!(!p.may_subscribe("shoal.v1.obj.secret.default.db"));
+        assert!(!p.may_publish(&subjects::metrics("n1", "default", "web")));
     }
 
     #[test]

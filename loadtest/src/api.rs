@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use bus_schemas::api::ListOptions;
 use bus_schemas::kinds::Pod;
+use bus_schemas::roles::Role;
 use bytes::Bytes;
 use clap::Args;
 use shoal_bus::ApiClient;
@@ -47,22 +48,29 @@ pub fn run(args: ApiArgs) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let (runtime, natsd) = crate::control_plane::nats_on_runtime(dir.path(), 1)?;
     let url = natsd.url();
-    crate::tracing_mode::export_to(&url);
+    let api_auth = crate::control_plane::creds(&runtime, &natsd, &Role::Api)?;
+    crate::tracing_mode::export_to(&url, &api_auth);
     println!(
         "nats-server {url} with JetStream sync_interval: always (store {})",
         dir.path().display()
     );
 
     // The API actor gets its own thread and actix system, as it would be its own process.
-    crate::control_plane::start(&url, false)?;
+    let admin = crate::control_plane::creds(&runtime, &natsd, &Role::Admin)?;
+    crate::control_plane::start(&url, api_auth.clone(), None)?;
 
     runtime.block_on(async move {
-        let nats = shoal_bus::connect(&url, "bench-client").await?;
+        // The load generator is an operator, as `shoal apply` would be.
+        let nats = shoal_bus::connect(&url, "bench-client", &admin).await?;
         let api = ApiClient::new(nats.clone());
         shoal_api::bootstrap(&api).await?;
 
+        // The raw baseline publishes straight into the state stream, which only the API's
+        // identity may: it measures the API's own write path without the API in between.
+        let raw_nats = shoal_bus::connect(&url, "bench-raw", &api_auth).await?;
         let payload = Bytes::from(bus_schemas::codec::to_msgpack(&pod("raw", 0))?);
-        let raw = crate::raw::raw_publishes(&nats, args.count, args.concurrency, payload).await?;
+        let raw =
+            crate::raw::raw_publishes(&raw_nats, args.count, args.concurrency, payload).await?;
         let (creates, latencies) = api_creates(&api, args.count, args.concurrency, "tp").await?;
         let mut latencies = latencies;
         let s = summarize(&mut latencies);

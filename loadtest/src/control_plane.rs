@@ -5,6 +5,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use bus_schemas::roles::Role;
+use shoal_bus::auth::ClientAuth;
+use shoal_bus::natsd::Natsd;
 use shoal_bus::store::{ensure_stream, StreamSettings};
 
 /// The generator's tokio runtime (`workers` threads) and a nats-server with its store in
@@ -23,12 +26,21 @@ pub fn nats_on_runtime(
     Ok((runtime, natsd))
 }
 
-pub fn start(url: &str, with_scheduler: bool) -> Result<()> {
+/// The credential of `role` on `natsd`, for a process the benchmark runs outside its runtime.
+pub fn creds(runtime: &tokio::runtime::Runtime, natsd: &Natsd, role: &Role) -> Result<ClientAuth> {
+    runtime
+        .block_on(natsd.creds(role))
+        .with_context(|| format!("the credential of {role}"))
+}
+
+/// Starts the API actor (and, with `scheduler` set, the scheduler), each with its own
+/// identity: `api` for the API, `scheduler` for the scheduler.
+pub fn start(url: &str, api: ClientAuth, scheduler: Option<ClientAuth>) -> Result<()> {
     let url = url.to_string();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix::System::new().block_on(async move {
-            let nats = shoal_bus::connect(&url, "bench-control-plane")
+            let nats = shoal_bus::connect(&url, "bench-api", &api)
                 .await
                 .expect("connect");
             let js = async_nats::jetstream::new(nats.clone());
@@ -48,7 +60,10 @@ pub fn start(url: &str, with_scheduler: bool) -> Result<()> {
                 }
             });
             let _ = rx.await;
-            if with_scheduler {
+            if let Some(scheduler) = scheduler {
+                let nats = shoal_bus::connect(&url, "bench-scheduler", &scheduler)
+                    .await
+                    .expect("the scheduler connects");
                 actix::spawn(async move {
                     if let Err(e) =
                         shoal_scheduler::run(Default::default(), nats, std::future::pending()).await

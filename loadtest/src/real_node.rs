@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::Pod;
+use bus_schemas::roles::Role;
+use shoal_bus::auth::ClientAuth;
 use shoal_bus::shutdown::Trigger;
 use shoal_bus::ApiClient;
 use shoal_node::runtime::RuntimeConfig;
@@ -38,13 +40,25 @@ where
     let dir = tempfile::tempdir()?;
     let (runtime, natsd) = crate::control_plane::nats_on_runtime(dir.path(), 2)?;
     let url = natsd.url();
-    crate::control_plane::start(&url, true)?;
+    let creds = |role: &Role| crate::control_plane::creds(&runtime, &natsd, role);
+    crate::control_plane::start(&url, creds(&Role::Api)?, Some(creds(&Role::Scheduler)?))?;
+    let identities = Identities {
+        client: creds(&Role::Admin)?,
+        node: creds(&Role::Node(NODE_NAME.into()))?,
+    };
     let outcome = runtime.block_on(async {
-        let node = RealNode::start(dir.path(), &url, options).await?;
+        let node = RealNode::start(dir.path(), &url, &identities, options).await?;
         body(node).await
     });
     drop(natsd);
     outcome
+}
+
+/// Who connects: the benchmark's client acts as the operator (it bootstraps the cluster and
+/// imports the image), the agent as its node.
+pub struct Identities {
+    pub client: ClientAuth,
+    pub node: ClientAuth,
 }
 
 pub struct RealNode {
@@ -59,8 +73,13 @@ pub struct RealNode {
 impl RealNode {
     /// Connects to `url`, bootstraps the cluster, imports the image and starts the agent,
     /// with its state under `dir`.
-    pub async fn start(dir: &Path, url: &str, options: NodeOptions<'_>) -> Result<RealNode> {
-        let nats = shoal_bus::connect(url, "bench-client").await?;
+    pub async fn start(
+        dir: &Path,
+        url: &str,
+        identities: &Identities,
+        options: NodeOptions<'_>,
+    ) -> Result<RealNode> {
+        let nats = shoal_bus::connect(url, "bench-client", &identities.client).await?;
         let api = ApiClient::new(nats.clone());
         shoal_api::bootstrap(&api).await?;
 
@@ -92,7 +111,7 @@ impl RealNode {
             config.sync_period = period;
         }
         let (stop, stopped) = shoal_bus::shutdown::channel();
-        let agent_nats = nats.clone();
+        let agent_nats = shoal_bus::connect(url, NODE_NAME, &identities.node).await?;
         let agent = tokio::spawn(async move {
             shoal_agent::run(config, backend, agent_nats, stopped.wait()).await
         });

@@ -42,9 +42,12 @@ pub fn init(process: &str) -> Tracing {
     }
 }
 
-/// Names the cluster the spans go to, once its nats-server is up.
-pub fn export_to(url: &str) {
+/// Names the cluster the spans go to, once its nats-server is up, and the identity they are
+/// exported with: the API's here, whose spans (and the other actors' of this process) it may
+/// publish under any actor's name.
+pub fn export_to(url: &str, auth: &shoal_bus::auth::ClientAuth) {
     if enabled() {
-        shoal_telemetry::jetstream::export_to(url);
+        let auth = auth.clone();
+        shoal_telemetry::jetstream::export_as(url, move |options| auth.apply(options));
     }
 }

@@ -8,13 +8,18 @@ decision. This hook sizes a worker pool by its backlog: one replica per CAPACITY
 summed over the HPA's External metrics, instead of the built-in ratio to the target. The
 autoscaler still applies minReplicas/maxReplicas and `behavior` to the answer.
 
-    python3 autoscale_hook.py --nats nats://127.0.0.1:4222 --name per-five --capacity 5
+    python3 autoscale_hook.py --nats nats://127.0.0.1:4222 --name per-five --capacity 5 \
+        --creds integration.nk
+
+The credential is an `integration` identity's nkey seed file (`shoal creds create
+integration`): serving hooks is what that role may do. Without --creds, $SHOAL_CREDS.
 """
 
 import argparse
 import asyncio
 import json
 import math
+import os
 
 import nats
 
@@ -56,9 +61,17 @@ async def main():
     parser.add_argument("--nats", default="nats://127.0.0.1:4222")
     parser.add_argument("--name", required=True, help="the hook's name (the annotation's value)")
     parser.add_argument("--capacity", type=float, default=5.0, help="items one replica handles")
+    parser.add_argument(
+        "--creds",
+        default=os.environ.get("SHOAL_CREDS") or None,
+        help="the nkey seed file of an integration identity (default: $SHOAL_CREDS)",
+    )
     args = parser.parse_args()
 
-    client = await nats.connect(args.nats, name=f"autoscale-hook-{args.name}")
+    options = {"name": f"autoscale-hook-{args.name}"}
+    if args.creds:
+        options["nkeys_seed"] = args.creds
+    client = await nats.connect(args.nats, **options)
 
     async def answer(msg):
         try:

@@ -10,6 +10,7 @@ use base64::Engine;
 use bus_schemas::api::{ListOptions, ObjectRef};
 use bus_schemas::kinds::byte_string::ByteString;
 use bus_schemas::kinds::{ConfigMap, Pod, Secret};
+use bus_schemas::roles::Role;
 use bus_schemas::subjects::{self, NodeReport, HEADER_CODE};
 use bus_schemas::{codec, Reason, Status};
 use shoal_api::local::{eventually, LocalCluster};
@@ -254,7 +255,12 @@ async fn node_asks(cluster: &LocalCluster, node: &str, name: &str) -> Result<Sec
     })
     .unwrap();
     let subject = subjects::node_report(node, NodeReport::Secret);
-    let reply = cluster.nats.request(subject, body.into()).await.unwrap();
+    // Asked as that node: the server lets no one else publish on its subjects.
+    let nats = cluster
+        .connect_as(&Role::Node(node.into()), node)
+        .await
+        .unwrap();
+    let reply = nats.request(subject, body.into()).await.unwrap();
     match reply.headers.as_ref().and_then(|h| h.get(HEADER_CODE)) {
         Some(_) => Err(codec::from_msgpack(&reply.payload).unwrap()),
         None => Ok(codec::from_msgpack(&reply.payload).unwrap()),

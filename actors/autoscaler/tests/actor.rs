@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bus_schemas::kinds::{Deployment, Event, HorizontalPodAutoscaler};
 use bus_schemas::meta::find_condition;
+use bus_schemas::roles::Role;
 use bus_schemas::{manifest, subjects};
 use futures::StreamExt;
 use shoal_api::local::{eventually, LocalCluster};
@@ -32,13 +33,16 @@ impl Running {
     }
 }
 
-fn start_controllers(cluster: &LocalCluster) -> Running {
+async fn start_controllers(cluster: &LocalCluster) -> Running {
     let (trigger, sd) = shutdown::channel();
     let config = shoal_controllers::ControllersConfig {
         informers: Some(cluster.informers.clone()),
         ..Default::default()
     };
-    let nats = cluster.nats.clone();
+    let nats = cluster
+        .connect_as(&Role::Controllers, "controllers")
+        .await
+        .expect("controllers connect");
     let handle = actix::spawn(async move {
         let _ = shoal_controllers::run(config, nats, sd.wait()).await;
     });
@@ -56,7 +60,8 @@ fn config() -> AutoscalerConfig {
 /// An autoscaler with its own NATS connection and caches, as a separate process would have.
 async fn start_autoscaler(cluster: &LocalCluster, config: AutoscalerConfig) -> Running {
     let (trigger, sd) = shutdown::channel();
-    let nats = shoal_bus::connect(&cluster.url(), "autoscaler-test")
+    let nats = cluster
+        .connect_as(&Role::Autoscaler, "autoscaler-test")
         .await
         .unwrap();
     let handle = actix::spawn(async move {
@@ -166,7 +171,7 @@ async fn events_of(api: &ApiClient, name: &str) -> Vec<Event> {
 async fn external_metric_scales_from_zero_to_n_and_back_to_zero() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    let _controllers = start_controllers(&cluster);
+    let _controllers = start_controllers(&cluster).await;
     let _autoscaler = start_autoscaler(&cluster, config()).await;
     api.create(&deployment("worker", 0)).await.unwrap();
     api.create(&backlog_hpa("worker", "worker", 0, ""))
@@ -228,7 +233,7 @@ async fn external_metric_scales_from_zero_to_n_and_back_to_zero() {
 async fn a_missing_target_is_reported_and_retried_then_scaled_once_it_exists() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    let _controllers = start_controllers(&cluster);
+    let _controllers = start_controllers(&cluster).await;
     let _autoscaler = start_autoscaler(&cluster, config()).await;
     api.create(&backlog_hpa("ghost", "ghost", 1, ""))
         .await
@@ -276,14 +281,32 @@ impl Drop for PythonHook {
     }
 }
 
-fn start_python_hook(url: &str, name: &str, capacity: &str) -> PythonHook {
+/// The hook runs with an integration identity's credential, as a user's hook would.
+async fn start_python_hook(cluster: &LocalCluster, name: &str, capacity: &str) -> PythonHook {
+    cluster.creds(&Role::Integration).await.unwrap();
+    let creds = cluster
+        .natsd
+        .config()
+        .auth
+        .as_ref()
+        .expect("identities are on")
+        .creds_path(&shoal_bus::auth::default_name(&Role::Integration));
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../ops/examples/autoscale_hook.py"
     );
     let child = Command::new("python3")
         .arg(script)
-        .args(["--nats", url, "--name", name, "--capacity", capacity])
+        .args([
+            "--nats",
+            &cluster.url(),
+            "--name",
+            name,
+            "--capacity",
+            capacity,
+        ])
+        .arg("--creds")
+        .arg(creds)
         .stdin(Stdio::null())
         .tied_to_this_thread()
         .spawn()
@@ -295,13 +318,17 @@ fn start_python_hook(url: &str, name: &str, capacity: &str) -> PythonHook {
 async fn the_python_hook_decides_and_a_silent_hook_falls_back() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    let _controllers = start_controllers(&cluster);
+    let _controllers = start_controllers(&cluster).await;
     let _autoscaler = start_autoscaler(&cluster, config()).await;
-    let _hook = start_python_hook(&cluster.url(), "per-five", "5");
-    // Wait until the hook listens (it answers a request with no HPA in it with an error).
+    let _hook = start_python_hook(&cluster, "per-five", "5").await;
+    // Wait until the hook listens (it answers a request with no HPA in it with an error),
+    // asking as the autoscaler: only it calls hooks.
+    let caller = cluster
+        .connect_as(&Role::Autoscaler, "hook-probe")
+        .await
+        .unwrap();
     eventually("the Python hook is subscribed", WAIT, || async {
-        cluster
-            .nats
+        caller
             .request(subjects::autoscale_hook("per-five"), "{}".into())
             .await
             .is_ok()
@@ -359,8 +386,12 @@ async fn the_python_hook_decides_and_a_silent_hook_falls_back() {
     })
     .await;
 
-    // A hook that answers too late: the same fallback, and scaling goes on.
-    let slow = cluster.nats.clone();
+    // A hook that answers too late: the same fallback, and scaling goes on. Served with an
+    // integration identity, as a user's hook is.
+    let slow = cluster
+        .connect_as(&Role::Integration, "sleepy-hook")
+        .await
+        .unwrap();
     let mut sub = slow
         .subscribe(subjects::autoscale_hook("sleepy"))
         .await
@@ -403,7 +434,7 @@ async fn the_python_hook_decides_and_a_silent_hook_falls_back() {
 async fn a_standby_takes_over_from_a_killed_leader_without_scaling_twice() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    let _controllers = start_controllers(&cluster);
+    let _controllers = start_controllers(&cluster).await;
     let election = |id: &str| {
         let mut le = LeaderElectionConfig::new("shoal-system", "shoal-autoscaler", id);
         le.lease_duration = Duration::from_secs(3);
@@ -514,7 +545,7 @@ async fn jetstream_lag_wakes_a_consumer_from_zero_at_once_and_lets_it_go_when_dr
     use async_nats::jetstream::{self, consumer::pull, stream};
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    let _controllers = start_controllers(&cluster);
+    let _controllers = start_controllers(&cluster).await;
     // Passes only at start and when prompted: whatever happens later is the push path.
     let _autoscaler = start_autoscaler(
         &cluster,

@@ -187,6 +187,35 @@ impl AuthDir {
         }
     }
 
+    /// [`AuthDir::ensure`] for many identities at once, with one write of the server's
+    /// authorization file: a fleet of nodes is admitted by a single reload rather than one
+    /// reload (and one rewrite of a file listing them all) per node. Returns each credential's
+    /// path, in order, and whether any was issued.
+    pub fn ensure_many(
+        &self,
+        wanted: &[(Role, String)],
+    ) -> Result<(Vec<PathBuf>, bool), AuthError> {
+        let mut registry = self.load()?;
+        let mut issued = false;
+        let mut paths = Vec::with_capacity(wanted.len());
+        for (role, name) in wanted {
+            let usable = registry
+                .identities
+                .get(name)
+                .is_some_and(|i| i.revoked.is_none() && self.creds_path(name).is_file());
+            if usable {
+                paths.push(self.creds_path(name));
+            } else {
+                paths.push(self.issue_into(&mut registry, role, name)?);
+                issued = true;
+            }
+        }
+        if issued {
+            self.save(&registry)?;
+        }
+        Ok((paths, issued))
+    }
+
     /// Marks `name` revoked and drops it from the server's authorization file; its
     /// credential file is deleted. A running server needs a reload to act on it.
     pub fn revoke(&self, name: &str) -> Result<Identity, AuthError> {

@@ -302,6 +302,41 @@ impl Natsd {
         Ok(auth)
     }
 
+    /// [`Natsd::creds`] for many roles (a fleet of nodes), issuing the missing ones with a
+    /// single configuration reload.
+    pub async fn creds_many(&self, roles: &[Role]) -> Result<Vec<ClientAuth>, NatsdError> {
+        let Some(dir) = &self.config.auth else {
+            return Ok(vec![ClientAuth::anonymous(); roles.len()]);
+        };
+        let ca = self.config.tls.as_ref().map(|t| t.ca.clone());
+        let wanted: Vec<(Role, String)> = roles
+            .iter()
+            .map(|role| {
+                let name = crate::auth::BUILT_IN
+                    .iter()
+                    .find(|(_, r)| r == role)
+                    .map_or_else(|| crate::auth::default_name(role), |(n, _)| n.to_string());
+                (role.clone(), name)
+            })
+            .collect();
+        let (paths, issued) = dir.ensure_many(&wanted).map_err(NatsdError::Auth)?;
+        let mut out = Vec::with_capacity(paths.len());
+        for path in paths {
+            out.push(
+                ClientAuth::from_creds_file(&path)
+                    .map_err(NatsdError::Auth)?
+                    .with_ca(ca.clone()),
+            );
+        }
+        if issued {
+            // The file lists them all at once: the last one admitted means all are.
+            if let Some(last) = out.last() {
+                self.reload_admitting(last).await?;
+            }
+        }
+        Ok(out)
+    }
+
     /// Reloads the configuration (SIGHUP) and waits until `auth` is admitted: a reload is
     /// asynchronous in the server.
     pub async fn reload_admitting(&self, auth: &ClientAuth) -> Result<(), NatsdError> {

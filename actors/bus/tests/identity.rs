@@ -11,7 +11,6 @@ use shoal_bus::natsd::Natsd;
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use tokio::sync::mpsc;
 
-
 /// A connection whose server errors (permission violations among them) a test can read.
 async fn watched(
     natsd: &Natsd,
@@ -311,4 +310,37 @@ async fn a_revoked_credential_is_cut_off_and_refused_on_reconnect() {
         err.to_string().to_lowercase().contains("authorization"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_fleet_of_nodes_is_admitted_by_one_reload_each_confined_to_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let natsd = cluster(dir.path()).await;
+    let roles: Vec<Role> = (0..50).map(|i| Role::Node(format!("h-{i:02}"))).collect();
+    let creds = natsd.creds_many(&roles).await.unwrap();
+    assert_eq!(creds.len(), roles.len());
+    let keys: std::collections::BTreeSet<_> = creds.iter().map(|c| c.public_key()).collect();
+    assert_eq!(keys.len(), roles.len(), "one credential per node");
+
+    // Admitted together: the first and the last both connect, each confined to itself.
+    for (i, auth) in [(0, &creds[0]), (49, &creds[49])] {
+        let (node, mut events) = watched(&natsd, auth).await;
+        let other = if i == 0 { "h-49" } else { "h-00" };
+        node.publish(
+            subjects::node_report(other, NodeReport::PodStatus),
+            "{}".into(),
+        )
+        .await
+        .unwrap();
+        let event = expect_event(&mut events, "Permissions Violation for Publish").await;
+        assert!(event.contains(other), "{event}");
+    }
+
+    // Asked again, the same credentials come back (no new identity, no reload needed).
+    let again = natsd.creds_many(&roles[..2]).await.unwrap();
+    assert_eq!(again[0].public_key(), creds[0].public_key());
+    assert_eq!(again[1].public_key(), creds[1].public_key());
+    // And the single form agrees with the batch.
+    let single = natsd.creds(&roles[3]).await.unwrap();
+    assert_eq!(single.public_key(), creds[3].public_key());
 }

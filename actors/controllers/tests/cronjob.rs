@@ -107,7 +107,8 @@ async fn an_every_minute_cronjob_runs_respects_forbid_and_keeps_its_history() {
             tunables,
             ..Default::default()
         },
-    );
+    )
+    .await;
     let env = Env {
         api: cluster.api(),
         cluster,
@@ -202,7 +203,8 @@ async fn replace_deletes_the_running_job_for_the_new_one() {
             tunables,
             ..Default::default()
         },
-    );
+    )
+    .await;
     let env = Env {
         api: cluster.api(),
         cluster,

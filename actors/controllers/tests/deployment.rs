@@ -273,7 +273,7 @@ async fn restarted_controllers_finish_the_rollout() {
         tunables: tunables(),
         ..Default::default()
     };
-    let first = start_controllers(&env.cluster, config.clone());
+    let first = start_controllers(&env.cluster, config.clone()).await;
     let _sim = node_sim(&env, |p| {
         p.metadata.labels.get("app").is_some_and(|a| a == "svc")
     });
@@ -290,7 +290,7 @@ async fn restarted_controllers_finish_the_rollout() {
     })
     .await;
     first.stop().await;
-    let second = start_controllers(&env.cluster, config);
+    let second = start_controllers(&env.cluster, config).await;
     eventually("v2 after restart", T, || {
         rolled_out(&env, "svc", 5, "svc:v2")
     })

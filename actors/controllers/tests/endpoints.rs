@@ -171,7 +171,8 @@ async fn pods_on_a_node_that_is_not_ready_leave_the_ready_addresses() {
             tunables,
             ..Default::default()
         },
-    );
+    )
+    .await;
     let env = Env { cluster, api };
     add_node(&env.api, "n1", &[]).await;
     add_node(&env.api, "n2", &[]).await;

@@ -259,9 +259,9 @@ async fn controllers_run_only_on_the_leader() {
         ..Default::default()
     };
     cfg.leader_election = Some(election("one"));
-    let one = start_controllers(&env.cluster, cfg.clone());
+    let one = start_controllers(&env.cluster, cfg.clone()).await;
     cfg.leader_election = Some(election("two"));
-    let two = start_controllers(&env.cluster, cfg);
+    let two = start_controllers(&env.cluster, cfg).await;
     let rs: ReplicaSet = from_json(serde_json::json!({
         "metadata": {"name": "le", "namespace": "default"},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "le"}},

@@ -8,6 +8,7 @@ mod common;
 use std::time::Duration;
 
 use bus_schemas::api::{ContainerMetrics, PodMetrics};
+use bus_schemas::roles::Role;
 use bus_schemas::{codec, subjects};
 use common::{pod, Env, Streaming};
 
@@ -137,7 +138,13 @@ async fn top_reads_the_node_agents_samples() {
         .with_stdin(&["create", "-f", "-"], &pod("busy", "x"))
         .await;
     assert!(out.ok, "{}", out.stderr);
-    let js = async_nats::jetstream::new(env.cluster.nats.clone());
+    // Metrics are node n1's to publish, on its own subjects: publish as that node.
+    let n1 = env
+        .cluster
+        .connect_as(&Role::Node("n1".into()), "n1")
+        .await
+        .unwrap();
+    let js = async_nats::jetstream::new(n1);
     let sample = |pod: &str, cpu: u64, mem: u64| PodMetrics {
         namespace: if pod.is_empty() {
             String::new()

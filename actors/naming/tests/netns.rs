@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use bus_schemas::roles::Role;
 use common::*;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
@@ -119,7 +120,10 @@ async fn naming_actor_serves_port_53_inside_a_namespace() {
     };
     let (trigger, sd) = shoal_bus::shutdown::channel();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let nats = cluster.nats.clone();
+    let nats = cluster
+        .connect_as(&Role::Naming, "naming")
+        .await
+        .expect("naming connects");
     let handle = actix::spawn(async move {
         shoal_naming::run_with_ready(config, nats, sd.wait(), ready_tx).await
     });

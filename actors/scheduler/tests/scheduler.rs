@@ -13,6 +13,7 @@ use bus_schemas::kinds::{
 };
 use bus_schemas::meta::find_condition;
 use bus_schemas::quantity::Quantity;
+use bus_schemas::roles::Role;
 use bus_schemas::Condition;
 use shoal_api::local::LocalCluster;
 use shoal_bus::shutdown::{self, Trigger};
@@ -44,7 +45,8 @@ struct Running {
 
 /// Starts a scheduler; `shared` uses the cluster's informers, otherwise it builds its own
 /// (as a scheduler in another process would).
-fn start_scheduler(cluster: &LocalCluster, identity: &str, shared: bool) -> Running {
+/// Either way it has a connection of its own with the scheduler's identity.
+async fn start_scheduler(cluster: &LocalCluster, identity: &str, shared: bool) -> Running {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -56,7 +58,10 @@ fn start_scheduler(cluster: &LocalCluster, identity: &str, shared: bool) -> Runn
         ..Default::default()
     };
     let metrics = config.metrics.clone();
-    let nats = cluster.nats.clone();
+    let nats = cluster
+        .connect_as(&Role::Scheduler, &format!("scheduler-{identity}"))
+        .await
+        .expect("scheduler connects");
     actix::spawn(async move {
         if let Err(e) = shoal_scheduler::run(config, nats, stop.wait()).await {
             panic!("scheduler failed: {e}");
@@ -141,7 +146,7 @@ async fn binds_pods_to_fitting_nodes() {
     let api = cluster.api();
     add_node(&api, "small", "1", &[], vec![]).await;
     add_node(&api, "big", "4", &[], vec![]).await;
-    let s = start_scheduler(&cluster, "s1", true);
+    let s = start_scheduler(&cluster, "s1", true).await;
     for name in ["a", "b"] {
         api.create(&pod(name, "1500m")).await.unwrap();
     }
@@ -172,7 +177,7 @@ async fn unschedulable_pods_are_explained_and_retried_when_nodes_change() {
         ..Default::default()
     };
     add_node(&api, "n2", "8", &[], vec![gpu]).await;
-    let _s = start_scheduler(&cluster, "s1", true);
+    let _s = start_scheduler(&cluster, "s1", true).await;
     api.create(&pod("huge", "4")).await.unwrap();
 
     let want = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}.";
@@ -223,7 +228,7 @@ async fn selectors_taints_and_pod_affinities_are_honoured() {
     add_node(&api, "ssd", "8", &[("disk", "ssd"), ("zone", "a")], vec![]).await;
     add_node(&api, "plain-1", "8", &[("zone", "b")], vec![]).await;
     add_node(&api, "plain-2", "8", &[("zone", "b")], vec![]).await;
-    let _s = start_scheduler(&cluster, "s1", true);
+    let _s = start_scheduler(&cluster, "s1", true).await;
 
     let mut selective = pod("selective", "100m");
     selective
@@ -332,7 +337,7 @@ async fn high_priority_pods_preempt_low_priority_ones() {
     priority_class(&api, "batch", 10).await;
     priority_class(&api, "prod", 1000).await;
     add_node(&api, "n1", "2", &[], vec![]).await;
-    let s = start_scheduler(&cluster, "s1", true);
+    let s = start_scheduler(&cluster, "s1", true).await;
 
     let mut low = pod("low", "1500m");
     low.spec.priority_class_name = "batch".into();
@@ -378,8 +383,8 @@ async fn two_schedulers_racing_never_overcommit_a_node() {
         add_node(&api, &format!("n{i}"), "3", &[], vec![]).await;
     }
     // Separate caches, as two scheduler processes would have.
-    let a = start_scheduler(&cluster, "a", false);
-    let b = start_scheduler(&cluster, "b", false);
+    let a = start_scheduler(&cluster, "a", false).await;
+    let b = start_scheduler(&cluster, "b", false).await;
     let creates = (0..40).map(|i| {
         let api = api.clone();
         async move { api.create(&pod(&format!("p{i:02}"), "1")).await }
@@ -445,7 +450,7 @@ async fn throughput_probe() {
     });
     futures::future::join_all(creates).await;
     let start = Instant::now();
-    let s = start_scheduler(&cluster, "bench", true);
+    let s = start_scheduler(&cluster, "bench", true).await;
     eventually("all bound", || async {
         (s.metrics.snapshot().scheduled == pods as u64).then_some(())
     })
@@ -500,7 +505,7 @@ async fn pods_follow_their_volumes_and_choose_nodes_for_unbound_claims() {
     let api = cluster.api();
     add_node(&api, "n1", "4", &[], vec![]).await;
     add_node(&api, "n2", "1", &[], vec![]).await;
-    let _s = start_scheduler(&cluster, "s1", true);
+    let _s = start_scheduler(&cluster, "s1", true).await;
 
     // Without the volume, n1 (the emptier node) would win: the bound volume lives on n2.
     claim_on_volume(&api, "pinned", "n2").await;
@@ -583,7 +588,7 @@ async fn a_claim_for_a_local_disk_made_by_hand_takes_its_pod_to_the_disk() {
     // n1 has only a disk too small for the claim; the one that fits is on n2.
     disk(&api, "small-on-n1", "n1", "512Mi").await;
     disk(&api, "big-on-n2", "n2", "10Gi").await;
-    let _s = start_scheduler(&cluster, "s1", true);
+    let _s = start_scheduler(&cluster, "s1", true).await;
 
     let mut wants = claim("data");
     wants.spec.storage_class_name = Some("disks".into());

@@ -22,12 +22,31 @@ use tokio::sync::OnceCell;
 /// The span attribute naming the actor that did the work (`api`, `scheduler`, …).
 pub const ACTOR_ATTRIBUTE: &str = "shoal.actor";
 
-/// Where this process's spans go, once it knows its cluster's NATS.
-static TARGET: OnceLock<String> = OnceLock::new();
+/// What the exporter's connection adds to its connect options: the process's credential on
+/// a bus with identities on.
+type ConnectWith =
+    Box<dyn Fn(async_nats::ConnectOptions) -> async_nats::ConnectOptions + Send + Sync>;
 
-/// Sends this process's spans to the cluster at `url` from now on (the first call wins).
+/// Where this process's spans go, once it knows its cluster's NATS, and how it connects.
+static TARGET: OnceLock<(String, ConnectWith)> = OnceLock::new();
+
+/// Sends this process's spans to the cluster at `url` from now on (the first call wins),
+/// connecting anonymously.
 pub fn export_to(url: &str) {
-    let _ = TARGET.set(url.to_string());
+    export_as(url, |options| options);
+}
+
+/// [`export_to`] with a credential: `connect_with` sets it on the exporter's connect options
+/// (`shoal_bus::auth::ClientAuth::apply`), as every connection on a bus with identities on
+/// must.
+pub fn export_as(
+    url: &str,
+    connect_with: impl Fn(async_nats::ConnectOptions) -> async_nats::ConnectOptions
+        + Send
+        + Sync
+        + 'static,
+) {
+    let _ = TARGET.set((url.to_string(), Box::new(connect_with)));
 }
 
 /// Creates the traces stream if absent: bounded by size and age, oldest dropped first.
@@ -66,11 +85,11 @@ impl JetStreamExporter {
     }
 
     async fn context(&self) -> Option<Result<&jetstream::Context, String>> {
-        let url = TARGET.get()?;
+        let (url, connect_with) = TARGET.get()?;
         Some(
             self.js
                 .get_or_try_init(|| async {
-                    let nats = async_nats::ConnectOptions::new()
+                    let nats = connect_with(async_nats::ConnectOptions::new())
                         .name("shoal-traces")
                         .max_reconnects(None)
                         .connect(url)

@@ -82,15 +82,24 @@ fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let (runtime, natsd) = common::start_nats(dir.path())?;
     let url = natsd.url();
-    let cp = common::start_control_plane(url.clone(), false)?;
-    let result = runtime.block_on(bench(&args, &url, &cp, dir.path()));
+    let identities = common::Identities::of(&runtime, &natsd)?;
+    let cp = common::start_control_plane(url.clone(), &identities, false)?;
+    let result = runtime.block_on(bench(&args, &url, &identities, &cp, dir.path()));
     drop(natsd);
     result
 }
 
-async fn bench(args: &Args, url: &str, cp: &common::ControlPlane, dir: &Path) -> Result<()> {
-    let nats = shoal_bus::connect(url, "bench-dns").await?;
-    let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
+async fn bench(
+    args: &Args,
+    url: &str,
+    identities: &common::Identities,
+    cp: &common::ControlPlane,
+    dir: &Path,
+) -> Result<()> {
+    // The Services are the operator's to create; the naming actor has its own identity.
+    let admin = shoal_bus::connect(url, "bench-dns", &identities.admin).await?;
+    let api = ApiClient::new(admin).with_deadline(Duration::from_secs(30));
+    let nats = shoal_bus::connect(url, "bench-naming", &identities.naming).await?;
     let start = Instant::now();
     create_services(&api, args).await?;
     println!(

@@ -136,13 +136,13 @@ impl Http {
     }
 }
 
-fn start_gateway(url: String) -> Result<std::net::SocketAddr> {
+fn start_gateway(url: String, auth: shoal_bus::auth::ClientAuth) -> Result<std::net::SocketAddr> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("gateway".into())
         .spawn(move || {
             actix::System::new().block_on(async move {
-                let nats = shoal_bus::connect(&url, "bench-gateway")
+                let nats = shoal_bus::connect(&url, "bench-gateway", &auth)
                     .await
                     .expect("connect");
                 let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
@@ -206,12 +206,21 @@ fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let (runtime, natsd) = common::start_nats(dir.path())?;
     let url = natsd.url();
-    common::start_control_plane(url.clone(), false)?;
-    let addr = start_gateway(url.clone())?;
+    let identities = common::Identities::of(&runtime, &natsd)?;
+    common::start_control_plane(url.clone(), &identities, false)?;
+    let addr = start_gateway(url.clone(), identities.gateway.clone())?;
     println!("nats-server {url}; gateway http://{addr}");
+    // `shoal get` runs as the operator, with the admin credential.
+    let admin_creds = natsd
+        .config()
+        .auth
+        .as_ref()
+        .map(|a| a.creds_path("admin").display().to_string())
+        .unwrap_or_default();
 
     runtime.block_on(async move {
-        let nats = shoal_bus::connect(&url, "bench-client").await?;
+        // The client reading over the bus beside the gateway acts as the operator too.
+        let nats = shoal_bus::connect(&url, "bench-client", &identities.admin).await?;
         let api = ApiClient::new(nats.clone());
         let started = Instant::now();
         create_pods(&api, "p", args.pods).await?;
@@ -319,7 +328,10 @@ fn main() -> Result<()> {
             let t = time_command(
                 shoal,
                 &["get", "pods", "-A"],
-                &[("SHOAL_NATS", url.as_str())],
+                &[
+                    ("SHOAL_NATS", url.as_str()),
+                    (shoal_bus::auth::CREDS_ENV, admin_creds.as_str()),
+                ],
             )?;
             println!(
                 "shoal get pods -A (end to end, best of 3):   {:.0} ms",

@@ -5,10 +5,11 @@
 //! Layout: nats-server child (JetStream `sync_interval: always`, temp dir); this process runs
 //! the API actor, scheduler and controllers (one actix thread, as `shoal up`); the hollow
 //! agents run in a child process (this binary re-executed with the hidden `--hollow-only`),
-//! sharing one NATS connection and one InformerFactory, as `shoal node --hollow --count N`.
+//! sharing one InformerFactory, as `shoal node --hollow --count N`, each on a connection of
+//! its own with its node's identity (so the per-node figure includes one connection each).
 //! The child's VmRSS (/proc/<pid>/status) is what is measured:
 //!
-//! 1. baseline: a child with 0 agents (its connection and pod cache started and synced);
+//! 1. baseline: a child with 0 agents (its cache's connection and pod cache started and synced);
 //! 2. N agents: once every Node is registered and Ready, and after `--settle-seconds` of
 //!    heartbeats, RSS_N; per node = (RSS_N - RSS_0) / N;
 //! 3. with `--pods-per-node` > 0 (default 10): N × that many pods created directly and
@@ -59,6 +60,9 @@ struct Args {
     hollow_only: bool,
     #[arg(long, hide = true)]
     url: Option<String>,
+    /// (internal) The hollow-node child's identity directory.
+    #[arg(long, hide = true)]
+    auth_dir: Option<std::path::PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -66,13 +70,20 @@ fn main() -> Result<()> {
     let args = Args::parse();
     if args.hollow_only {
         let url = args.url.context("--hollow-only needs --url")?;
-        return common::hollow_main(&url, args.nodes, Duration::from_millis(args.heartbeat_ms));
+        return common::hollow_main(
+            &url,
+            args.auth_dir.as_deref(),
+            args.nodes,
+            Duration::from_millis(args.heartbeat_ms),
+        );
     }
     let dir = tempfile::tempdir()?;
     let (runtime, natsd) = common::start_nats(dir.path())?;
     let url = natsd.url();
-    let cp = common::start_control_plane(url.clone(), true)?;
-    let result = runtime.block_on(bench(&args, &url, &cp));
+    let identities = common::Identities::of(&runtime, &natsd)?;
+    identities.issue_fleet(&runtime, &natsd, args.nodes)?;
+    let cp = common::start_control_plane(url.clone(), &identities, true)?;
+    let result = runtime.block_on(bench(&args, &url, &identities, &cp));
     drop(natsd);
     result
 }
@@ -95,16 +106,30 @@ async fn settled_rss(pid: u32, settle: Duration) -> Result<u64> {
     Ok(*readings.last().unwrap_or(&0))
 }
 
-async fn spawn_fleet(url: &str, nodes: usize, heartbeat: Duration) -> Result<HollowFleet> {
-    let url = url.to_string();
-    tokio::task::spawn_blocking(move || HollowFleet::spawn(&url, nodes, heartbeat)).await?
+async fn spawn_fleet(
+    url: &str,
+    identities: &common::Identities,
+    nodes: usize,
+    heartbeat: Duration,
+) -> Result<HollowFleet> {
+    let (url, identities) = (url.to_string(), identities.clone());
+    tokio::task::spawn_blocking(move || HollowFleet::spawn(&url, &identities, nodes, heartbeat))
+        .await?
 }
 
-async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> {
+async fn bench(
+    args: &Args,
+    url: &str,
+    identities: &common::Identities,
+    cp: &common::ControlPlane,
+) -> Result<()> {
     let heartbeat = Duration::from_millis(args.heartbeat_ms);
     let settle = Duration::from_secs(args.settle_seconds);
-    let nats = shoal_bus::connect(url, "bench-generator").await?;
-    let raw = common::raw_publishes(&nats, 5_000, args.concurrency).await?;
+    // The generator acts as an operator; the raw baseline writes into the state stream
+    // directly, which only the API's identity may.
+    let nats = shoal_bus::connect(url, "bench-generator", &identities.admin).await?;
+    let raw_nats = shoal_bus::connect(url, "bench-raw", &identities.api).await?;
+    let raw = common::raw_publishes(&raw_nats, 5_000, args.concurrency).await?;
     println!("raw JetStream publish (baseline): {raw:.0} msgs/s");
     println!(
         "{} hollow nodes, heartbeat every {:?} ({:.0} Lease writes/s)",
@@ -115,7 +140,7 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
 
     println!("\n== baseline: the child process with 0 agents ==");
     let rss0 = {
-        let fleet = spawn_fleet(url, 0, heartbeat).await?;
+        let fleet = spawn_fleet(url, identities, 0, heartbeat).await?;
         let rss = settled_rss(fleet.pid(), Duration::from_secs(3)).await?;
         drop(fleet);
         rss
@@ -124,7 +149,7 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
 
     println!("\n== {} agents ==", args.nodes);
     let start = Instant::now();
-    let fleet = spawn_fleet(url, args.nodes, heartbeat).await?;
+    let fleet = spawn_fleet(url, identities, args.nodes, heartbeat).await?;
     let nodes: Informer<Node> = cp.informers.get();
     let mut last = Instant::now();
     loop {

@@ -7,7 +7,12 @@
 //!   system, the scheduler on a second, one shared InformerFactory (as `shoal up`), plus the load generator,
 //!   which reads the same pod cache (so pods are cached once here);
 //! - a child process (this binary, `--hollow-only`) hosting `--nodes` hollow agents sharing one
-//!   NATS connection and InformerFactory (as `shoal node --hollow --count N`).
+//!   InformerFactory (as `shoal node --hollow --count N`), each on its own connection.
+//!
+//! Identities are on, as `shoal up` runs: each actor, each hollow node and the generator
+//! (as admin) present their own credential. `--compare-auth` runs the workload (without
+//! failover) once with identities off and once on, each in a process of its own, and prints
+//! the API create rate and the scheduling throughput of both and their ratio.
 //!
 //! So the RSS of this process is the control plane (+ the generator's per-pod timestamps,
 //! ~100 B/pod), the fleet's RSS is the child's, and nats-server's is its own.
@@ -28,10 +33,12 @@
 //!    per ReplicaSet in order).
 //!
 //! Run: `cargo build --release -p shoal-loadtest && /work/target/release/bench_scheduling
-//!       --nodes 1000 --pods 30000`
+//!       --nodes 1000 --pods 30000` (add `--compare-auth` for identities off versus on)
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/compare_auth.rs"]
+mod compare_auth;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -98,11 +105,22 @@ struct Args {
     /// Give up on a phase when its counts have not moved for this long.
     #[arg(long, default_value_t = 120)]
     stall_seconds: u64,
+    /// Runs the workload (no failover) with identities off, then on, each in a process of its
+    /// own, and compares their API create rate and scheduling throughput (goal >= 0.95x on).
+    #[arg(long)]
+    compare_auth: bool,
+    /// Identities off: no authorization on the server, every connection anonymous (the
+    /// baseline of `--compare-auth`).
+    #[arg(long)]
+    no_auth: bool,
     /// (internal) Be the hollow-node child process.
     #[arg(long, hide = true)]
     hollow_only: bool,
     #[arg(long, hide = true)]
     url: Option<String>,
+    /// (internal) The hollow-node child's identity directory.
+    #[arg(long, hide = true)]
+    auth_dir: Option<std::path::PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -110,7 +128,15 @@ fn main() -> Result<()> {
     let args = Args::parse();
     if args.hollow_only {
         let url = args.url.context("--hollow-only needs --url")?;
-        return common::hollow_main(&url, args.nodes, Duration::from_millis(args.heartbeat_ms));
+        return common::hollow_main(
+            &url,
+            args.auth_dir.as_deref(),
+            args.nodes,
+            Duration::from_millis(args.heartbeat_ms),
+        );
+    }
+    if args.compare_auth {
+        return compare_auth::run();
     }
     run(args)
 }
@@ -291,26 +317,36 @@ fn pod_template(app: &str) -> serde_json::Value {
 
 fn run(args: Args) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let (runtime, natsd) = common::start_nats(dir.path())?;
+    let (runtime, natsd) = common::start_nats_with(dir.path(), !args.no_auth)?;
     let url = natsd.url();
-    common::tracing_mode::export_to(&url);
-    let cp = common::start_control_plane(url.clone(), true)?;
+    let identities = common::Identities::of(&runtime, &natsd)?;
+    common::tracing_mode::export_to(&url, &identities.api);
+    identities.issue_fleet(&runtime, &natsd, args.nodes)?;
+    let cp = common::start_control_plane(url.clone(), &identities, true)?;
     println!(
         "control plane: API + controllers on one actix thread, the scheduler on another; node grace {:?}, default unreachable toleration {:?}",
         cp.tunables.node_monitor_grace, cp.tunables.default_unreachable_toleration
     );
 
-    let result = runtime.block_on(bench(&args, &url, &cp));
+    let result = runtime.block_on(bench(&args, &url, &identities, &cp));
     drop(natsd);
     result
 }
 
-async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> {
-    let nats = shoal_bus::connect(url, "bench-generator").await?;
+async fn bench(
+    args: &Args,
+    url: &str,
+    identities: &common::Identities,
+    cp: &common::ControlPlane,
+) -> Result<()> {
+    // The generator acts as an operator would.
+    let nats = shoal_bus::connect(url, "bench-generator", &identities.admin).await?;
     let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(60));
 
-    // 1. The write capacity of this machine's JetStream, before anything else loads it.
-    let raw = common::raw_publishes(&nats, args.raw_count, args.concurrency).await?;
+    // 1. The write capacity of this machine's JetStream, before anything else loads it. The
+    // baseline publishes straight into the state stream: only the API's identity may.
+    let raw_nats = shoal_bus::connect(url, "bench-raw", &identities.api).await?;
+    let raw = common::raw_publishes(&raw_nats, args.raw_count, args.concurrency).await?;
     println!("\n== raw JetStream publish (baseline) ==");
     println!(
         "{raw:.0} msgs/s ({} pod-sized messages, {} awaiting acks)",
@@ -329,9 +365,9 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
         100.0 * args.nodes as f64 / heartbeat.as_secs_f64() / raw
     );
     let start = Instant::now();
-    let fleet_args = (url.to_string(), args.nodes, heartbeat);
+    let fleet_args = (url.to_string(), identities.clone(), args.nodes, heartbeat);
     let mut fleet = tokio::task::spawn_blocking(move || {
-        HollowFleet::spawn(&fleet_args.0, fleet_args.1, fleet_args.2)
+        HollowFleet::spawn(&fleet_args.0, &fleet_args.1, fleet_args.2, fleet_args.3)
     })
     .await??;
     let nodes: Informer<Node> = cp.informers.get();
@@ -424,12 +460,13 @@ async fn bench(args: &Args, url: &str, cp: &common::ControlPlane) -> Result<()> 
     }
     let end_line = memory_line(Some(fleet.pid()));
     writes.report(&api, args.pods).await;
-    report_workload(
+    let rates = report_workload(
         args,
         &tracker.lock().expect("tracker"),
         t0,
         &create_latencies.lock().expect("latencies"),
     );
+    println!("{}", rates.line());
     println!("\n== memory at {} pods ==", args.pods);
     println!("now:                       {end_line}");
     println!("when this process peaked:  {peak_line}");
@@ -516,7 +553,52 @@ async fn create_workload(
     Ok(())
 }
 
-fn report_workload(args: &Args, tracker: &Tracker, t0: Time, create_latencies: &[Duration]) {
+/// A run's two figures `--compare-auth` compares.
+struct Rates {
+    /// Pods created per second through the API, first create to last (API clock).
+    creates: f64,
+    /// Pods Running per second, first create to last Running.
+    running: f64,
+}
+
+impl Rates {
+    const PREFIX: &'static str = "rates:";
+
+    /// One line a parent process parses back ([`Rates::parse`]).
+    fn line(&self) -> String {
+        format!(
+            "{} creates/s {:.1} running/s {:.1}",
+            Rates::PREFIX,
+            self.creates,
+            self.running
+        )
+    }
+
+    fn parse(line: &str) -> Option<Rates> {
+        let mut words = line.strip_prefix(Rates::PREFIX)?.split_whitespace();
+        let mut value = |name: &str| {
+            (words.next()? == name)
+                .then(|| words.next()?.parse::<f64>().ok())
+                .flatten()
+        };
+        Some(Rates {
+            creates: value("creates/s")?,
+            running: value("running/s")?,
+        })
+    }
+}
+
+fn report_workload(
+    args: &Args,
+    tracker: &Tracker,
+    t0: Time,
+    create_latencies: &[Duration],
+) -> Rates {
+    let created: Vec<Time> = tracker.pods.values().filter_map(|t| t.created).collect();
+    let create_span = match (created.iter().min(), created.iter().max()) {
+        (Some(first), Some(last)) => between(*first, *last),
+        _ => Duration::ZERO,
+    };
     let mut to_bound = Vec::new();
     let mut to_running = Vec::new();
     let mut bound_to_running = Vec::new();
@@ -542,11 +624,21 @@ fn report_workload(args: &Args, tracker: &Tracker, t0: Time, create_latencies: &
         "\n== scheduling: {} pods on {} hollow nodes ({:?}) ==",
         args.pods, args.nodes, args.workload
     );
+    let rates = Rates {
+        creates: created.len() as f64 / create_span.as_secs_f64().max(1e-9),
+        running: running as f64 / span.as_secs_f64().max(1e-9),
+    };
     println!(
         "Running {running}/{} in {:.1} s (first create → last Running): {:.0} pods/s   (goal >= 1,000 pods/s)",
         args.pods,
         span.as_secs_f64(),
-        running as f64 / span.as_secs_f64().max(1e-9)
+        rates.running
+    );
+    println!(
+        "pods created {} in {:.1} s: {:.0} creates/s",
+        created.len(),
+        create_span.as_secs_f64(),
+        rates.creates
     );
     println!("create → bound:    {}", describe(&mut to_bound));
     println!("create → Running:  {}", describe(&mut to_running));
@@ -563,6 +655,7 @@ fn report_workload(args: &Args, tracker: &Tracker, t0: Time, create_latencies: &
             per_node.len()
         );
     }
+    rates
 }
 
 async fn failover(
@@ -715,4 +808,23 @@ async fn failover(
     );
     println!("memory: {}", memory_line(Some(fleet.pid())));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rates;
+
+    #[test]
+    fn a_runs_rates_line_parses_back_and_other_lines_do_not() {
+        let line = Rates {
+            creates: 1234.5,
+            running: 987.0,
+        }
+        .line();
+        let parsed = Rates::parse(&line).expect("its own line parses");
+        assert_eq!((parsed.creates, parsed.running), (1234.5, 987.0));
+        assert!(Rates::parse("rates: creates/s x running/s 1").is_none());
+        assert!(Rates::parse("rates: running/s 1 creates/s 2").is_none());
+        assert!(Rates::parse("Running 100/100 in 0.5 s").is_none());
+    }
 }

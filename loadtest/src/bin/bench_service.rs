@@ -88,7 +88,13 @@ impl Drop for NodeGuard {
     }
 }
 
-fn start_node(rt: &tokio::runtime::Runtime, url: &str, host: &FabricHost) -> Result<NodeGuard> {
+/// `auth`: the node's own identity.
+fn start_node(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    auth: shoal_bus::auth::ClientAuth,
+    host: &FabricHost,
+) -> Result<NodeGuard> {
     let state = tempfile::Builder::new()
         .prefix("shoal-bench-service-")
         .tempdir()?;
@@ -110,7 +116,7 @@ fn start_node(rt: &tokio::runtime::Runtime, url: &str, host: &FabricHost) -> Res
     let backend = Backend::Linux(runtime.clone());
     let url = url.to_string();
     rt.spawn(async move {
-        let nats = match shoal_bus::connect(&url, "bench-service-agent").await {
+        let nats = match shoal_bus::connect(&url, NODE, &auth).await {
             Ok(n) => n,
             Err(e) => return eprintln!("agent: connecting: {e}"),
         };
@@ -170,8 +176,9 @@ where
     }
 }
 
-async fn setup(url: &str) -> Result<Workload> {
-    let nats = shoal_bus::connect(url, "bench-service").await?;
+/// `admin`: the workload is the operator's (it imports the image and creates the pods).
+async fn setup(url: &str, admin: &shoal_bus::auth::ClientAuth) -> Result<Workload> {
+    let nats = shoal_bus::connect(url, "bench-service", admin).await?;
     push_busybox(&nats).await?;
     let api = ApiClient::new(nats).with_deadline(Duration::from_secs(30));
     for name in PODS {
@@ -314,11 +321,15 @@ fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let (rt, natsd) = common::start_nats(dir.path())?;
     let url = natsd.url();
-    common::start_control_plane(url.clone(), true)?;
+    let identities = common::Identities::of(&rt, &natsd)?;
+    common::start_control_plane(url.clone(), &identities, true)?;
     let fabric = Fabric::new(1).context("making the host network namespace")?;
     let host = fabric.hosts[0].clone();
-    let node = start_node(&rt, &url, &host)?;
-    let workload = rt.block_on(setup(&url))?;
+    let node_auth = rt
+        .block_on(natsd.creds(&bus_schemas::roles::Role::Node(NODE.into())))
+        .context("the node's credential")?;
+    let node = start_node(&rt, &url, node_auth, &host)?;
+    let workload = rt.block_on(setup(&url, &identities.admin))?;
     let client_netns: PathBuf = node
         .runtime
         .sandbox(&workload.client_uid)

@@ -51,6 +51,9 @@ struct Args {
     hollow_only: bool,
     #[arg(long, hide = true)]
     url: Option<String>,
+    /// (internal) The hollow-node child's identity directory.
+    #[arg(long, hide = true)]
+    auth_dir: Option<std::path::PathBuf>,
 }
 
 const POLL: Duration = Duration::from_millis(10);
@@ -60,14 +63,26 @@ fn main() -> Result<()> {
     let args = Args::parse();
     if args.hollow_only {
         let url = args.url.context("--hollow-only needs --url")?;
-        return common::hollow_main(&url, args.nodes, Duration::from_millis(args.heartbeat_ms));
+        return common::hollow_main(
+            &url,
+            args.auth_dir.as_deref(),
+            args.nodes,
+            Duration::from_millis(args.heartbeat_ms),
+        );
     }
     let dir = tempfile::tempdir()?;
     let (runtime, natsd) = common::start_nats(dir.path())?;
     let url = natsd.url();
-    let _cp = common::start_control_plane(url.clone(), true)?;
-    let fleet = HollowFleet::spawn(&url, args.nodes, Duration::from_millis(args.heartbeat_ms))?;
-    let outcome = runtime.block_on(bench(&args, &url));
+    let identities = common::Identities::of(&runtime, &natsd)?;
+    identities.issue_fleet(&runtime, &natsd, args.nodes)?;
+    let _cp = common::start_control_plane(url.clone(), &identities, true)?;
+    let fleet = HollowFleet::spawn(
+        &url,
+        &identities,
+        args.nodes,
+        Duration::from_millis(args.heartbeat_ms),
+    )?;
+    let outcome = runtime.block_on(bench(&args, &url, &identities.admin));
     drop(fleet);
     drop(natsd);
     outcome
@@ -92,8 +107,9 @@ fn stateful_set(name: &str, replicas: usize, policy: &str) -> Result<StatefulSet
     .context("benchmark StatefulSet")
 }
 
-async fn bench(args: &Args, url: &str) -> Result<()> {
-    let nats = shoal_bus::connect(url, "bench-client").await?;
+/// `admin`: the client acts as an operator would.
+async fn bench(args: &Args, url: &str, admin: &shoal_bus::auth::ClientAuth) -> Result<()> {
+    let nats = shoal_bus::connect(url, "bench-client", admin).await?;
     let api = ApiClient::new(nats).with_deadline(Duration::from_secs(30));
     wait_nodes_ready(&api, args.nodes).await?;
     println!(

@@ -152,8 +152,12 @@ impl World {
         let cluster = NatsCluster::start(&plan.hosts, &plan.dir)
             .await
             .context("starting three nats-servers")?;
-        let nats = shoal_bus::connect(&cluster.url(), "chaos-client").await?;
-        let js = async_nats::jetstream::new(nats.clone());
+        // The state log is the API's to create; the checker then acts as the operator.
+        let api = cluster.creds(&bus_schemas::roles::Role::Api).await?;
+        let admin = cluster.creds(&bus_schemas::roles::Role::Admin).await?;
+        let bootstrap = shoal_bus::connect(&cluster.url(), "chaos-bootstrap", &api).await?;
+        let nats = shoal_bus::connect(&cluster.url(), "chaos-client", &admin).await?;
+        let js = async_nats::jetstream::new(bootstrap);
         ensure_stream(&js, &StreamSettings { replicas: SERVERS })
             .await
             .context("creating the state at R3")?;

@@ -173,7 +173,7 @@ async fn a_restarted_agent_re_adopts_running_containers() {
 
     node.stop().await;
     let restarted_at = chrono::Utc::now();
-    node.start(&cluster);
+    node.start(&cluster).await;
     // The new agent is alive once it has renewed its Lease after the restart.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {

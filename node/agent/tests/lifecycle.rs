@@ -71,7 +71,7 @@ async fn pre_stop_runs_before_sigterm_and_inside_the_grace_period() {
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node::new(dir.path());
     node.allow_host_path = vec![dir.path().to_path_buf()];
-    node.start(&cluster);
+    node.start(&cluster).await;
     let api = cluster.api();
     allow_privileged_pods(&api).await;
     let out = host_dir(dir.path(), "out");
@@ -229,7 +229,7 @@ async fn a_sidecar_runs_beside_the_main_container_and_stops_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node::new(dir.path());
     node.allow_host_path = vec![dir.path().to_path_buf()];
-    node.start(&cluster);
+    node.start(&cluster).await;
     let api = cluster.api();
     allow_privileged_pods(&api).await;
     let out = host_dir(dir.path(), "out");

@@ -13,6 +13,7 @@ mod common;
 use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::persistent_volume_claim::SELECTED_NODE_ANNOTATION;
 use bus_schemas::kinds::{PersistentVolume, PersistentVolumeClaim, Pod, StorageClass};
+use bus_schemas::roles::Role;
 use common::{one_node, pod, wait_pod};
 use shoal_agent::storage::provisioner::{self, Provisioner};
 use shoal_agent::storage::quota::QUOTA_ANNOTATION;
@@ -76,7 +77,10 @@ async fn the_provisioner_binds_claims_placed_on_its_node_and_reclaims_them_by_po
     let api = cluster.api();
     let state = tempfile::tempdir().unwrap();
     let p = Provisioner::new(
-        cluster.nats.clone(),
+        cluster
+            .connect_as(&Role::Node("node-a".into()), "node-a")
+            .await
+            .unwrap(),
         &cluster.informers,
         "node-a",
         state.path(),
@@ -300,7 +304,7 @@ async fn a_container_cannot_write_past_its_claims_size() {
         &volumes,
     );
     run("btrfs", &["quota", "enable", volumes.to_str().unwrap()]);
-    node.start(&cluster);
+    node.start(&cluster).await;
     let api = cluster.api();
 
     api.create(&sized_claim("small", &node.name, "2Mi"))
@@ -363,7 +367,10 @@ async fn a_volume_without_quota_is_made_and_says_so() {
         &volumes,
     );
     let p = Provisioner::new(
-        cluster.nats.clone(),
+        cluster
+            .connect_as(&Role::Node("node-a".into()), "node-a")
+            .await
+            .unwrap(),
         &cluster.informers,
         "node-a",
         state.path(),

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::{Node, Pod};
 use bus_schemas::meta::Condition;
+use bus_schemas::roles::Role;
 use bus_schemas::selector::Selector;
 use bus_schemas::Resource;
 use shoal_api::local::LocalCluster;
@@ -49,13 +50,18 @@ impl Controllers {
     }
 }
 
-pub fn start_controllers(cluster: &LocalCluster, config: ControllersConfig) -> Controllers {
+/// Controllers on a connection of their own with the controllers' identity, as `shoal up`
+/// runs them: a write their role may not make fails here as it would there.
+pub async fn start_controllers(cluster: &LocalCluster, config: ControllersConfig) -> Controllers {
     let (trigger, sd) = shutdown::channel();
     let mut config = config;
     config
         .informers
         .get_or_insert_with(|| cluster.informers.clone());
-    let nats = cluster.nats.clone();
+    let nats = cluster
+        .connect_as(&Role::Controllers, "controllers")
+        .await
+        .expect("controllers connect");
     let handle = actix::spawn(async move {
         if let Err(e) = shoal_controllers::run(config, nats, sd.wait()).await {
             panic!("controllers failed: {e}");
@@ -71,7 +77,7 @@ pub async fn env() -> (Env, Controllers) {
         tunables: tunables(),
         ..Default::default()
     };
-    let controllers = start_controllers(&cluster, config);
+    let controllers = start_controllers(&cluster, config).await;
     (Env { cluster, api }, controllers)
 }
 

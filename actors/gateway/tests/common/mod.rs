@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use bus_schemas::roles::Role;
 use shoal_api::local::LocalCluster;
 use shoal_bus::shutdown::{self, Trigger};
 use shoal_gateway::tls::Credentials;
@@ -41,7 +42,8 @@ impl Env {
     pub async fn start() -> Env {
         let cluster = LocalCluster::start().await.expect("local cluster");
         let (trigger, shutdown) = shutdown::channel();
-        let nats = shoal_bus::connect(&cluster.url(), "controllers")
+        let nats = cluster
+            .connect_as(&Role::Controllers, "controllers")
             .await
             .unwrap();
         actix::spawn(async move {
@@ -69,7 +71,9 @@ impl Env {
 
     /// Starts a gateway replica listening on `listen`.
     pub async fn start_gateway_on(&mut self, listen: SocketAddr) -> SocketAddr {
-        let nats = shoal_bus::connect(&self.cluster.url(), "gateway")
+        let nats = self
+            .cluster
+            .connect_as(&Role::Gateway, "gateway")
             .await
             .unwrap();
         let (trigger, shutdown) = shutdown::channel();

@@ -10,6 +10,7 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::Duration;
 
 use bus_schemas::api::DeleteOptions;
+use bus_schemas::roles::Role;
 use bus_schemas::Resource;
 use hickory_proto::op::{Message, MessageType, OpCode, Query};
 use hickory_proto::rr::{Name, RecordType};
@@ -47,7 +48,10 @@ pub async fn env() -> Env {
     };
     let (trigger, sd) = shutdown::channel();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let nats = cluster.nats.clone();
+    let nats = cluster
+        .connect_as(&Role::Naming, "naming")
+        .await
+        .expect("naming connects");
     let handle = actix::spawn(async move {
         if let Err(e) = shoal_naming::run_with_ready(config, nats, sd.wait(), ready_tx).await {
             panic!("naming actor failed: {e}");

@@ -1,5 +1,8 @@
 //! Pieces shared by the scale benchmarks (`bench_scheduling`, `bench_hollow`):
 //!
+//! - [`Identities`]: who connects as what. Every part of a benchmark presents the credential
+//!   of what it is, as in `shoal up`: the API, scheduler and controllers their own, each
+//!   hollow node its node's, the load generator the operator's (admin).
 //! - [`start_control_plane`]: the API actor and controllers on one thread with their own
 //!   actix system, the scheduler on a second, all sharing one `InformerFactory`, as
 //!   `shoal up` hosts them.
@@ -14,14 +17,18 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use bus_schemas::kinds::Pod;
+use bus_schemas::roles::Role;
 use bytes::Bytes;
 use shoal_agent::{AgentConfig, Backend};
+use shoal_bus::auth::{AuthDir, ClientAuth};
+use shoal_bus::natsd::Natsd;
 use shoal_bus::shutdown::Trigger;
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::{ApiClient, InformerFactory, Store};
@@ -29,23 +36,112 @@ use shoal_controllers::{ControllersConfig, Tunables};
 use shoal_node::{HollowConfig, HollowRuntime};
 use shoal_scheduler::{SchedulerConfig, SchedulerMetrics};
 
-/// A runtime and a nats-server (JetStream `sync_interval: always`) with its store in `dir`.
-pub fn start_nats(
-    dir: &std::path::Path,
-) -> Result<(tokio::runtime::Runtime, shoal_bus::natsd::Natsd)> {
+/// A runtime and a nats-server (JetStream `sync_interval: always`, identities on) with its
+/// store in `dir`.
+pub fn start_nats(dir: &Path) -> Result<(tokio::runtime::Runtime, Natsd)> {
+    start_nats_with(dir, true)
+}
+
+/// [`start_nats`], with identities on or off: off, the server has no authorization block
+/// and every connection is anonymous (the baseline `bench_scheduling --compare-auth`
+/// measures identities against).
+pub fn start_nats_with(dir: &Path, identities: bool) -> Result<(tokio::runtime::Runtime, Natsd)> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let natsd = runtime
-        .block_on(shoal_bus::natsd::Natsd::start_in(dir))
+        .block_on(async {
+            if identities {
+                Natsd::start_in(dir).await
+            } else {
+                let port = shoal_bus::natsd::free_port()?;
+                Natsd::start(shoal_bus::natsd::NatsdConfig::new(port, dir)).await
+            }
+        })
         .context("starting nats-server")?;
     println!(
-        "nats-server {}, JetStream sync_interval: always (store {})",
+        "nats-server {}, JetStream sync_interval: always, identities {} (store {})",
         natsd.url(),
+        if identities { "on" } else { "off" },
         dir.display()
     );
     Ok((runtime, natsd))
+}
+
+/// The credentials a benchmark's parts connect with (all anonymous when identities are off).
+#[derive(Clone)]
+pub struct Identities {
+    pub api: ClientAuth,
+    pub scheduler: ClientAuth,
+    pub controllers: ClientAuth,
+    pub naming: ClientAuth,
+    pub gateway: ClientAuth,
+    /// The load generator and the benchmark's checks: they act as an operator would.
+    pub admin: ClientAuth,
+    /// Where a hollow fleet's child process reads its nodes' credentials; None when
+    /// identities are off.
+    pub auth_dir: Option<PathBuf>,
+}
+
+impl Identities {
+    /// The built-in identities of `natsd`.
+    pub fn of(runtime: &tokio::runtime::Runtime, natsd: &Natsd) -> Result<Identities> {
+        runtime.block_on(async {
+            let creds = |role: Role| async move {
+                natsd
+                    .creds(&role)
+                    .await
+                    .with_context(|| format!("the credential of {role}"))
+            };
+            Ok(Identities {
+                api: creds(Role::Api).await?,
+                scheduler: creds(Role::Scheduler).await?,
+                controllers: creds(Role::Controllers).await?,
+                naming: creds(Role::Naming).await?,
+                gateway: creds(Role::Gateway).await?,
+                admin: creds(Role::Admin).await?,
+                auth_dir: natsd.config().auth.as_ref().map(|a| a.dir().to_path_buf()),
+            })
+        })
+    }
+
+    /// Issues the credentials of hollow nodes `0..nodes` (at least the first: the fleet's
+    /// shared cache reads through it) with one configuration reload, before the fleet's child
+    /// process reads them.
+    pub fn issue_fleet(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        natsd: &Natsd,
+        nodes: usize,
+    ) -> Result<()> {
+        let roles: Vec<Role> = (0..nodes.max(1))
+            .map(|i| Role::Node(node_name(i)))
+            .collect();
+        let start = Instant::now();
+        runtime
+            .block_on(natsd.creds_many(&roles))
+            .context("issuing the hollow nodes' credentials")?;
+        if self.auth_dir.is_some() {
+            eprintln!(
+                "[identities] {} node credentials issued in {:.1} s",
+                roles.len(),
+                start.elapsed().as_secs_f64()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A hollow node's credential as the fleet's child process finds it: issued by the parent
+/// ([`Identities::issue_fleet`]) into the identity directory; anonymous without one.
+fn node_creds(auth: Option<&AuthDir>, node: &str) -> Result<ClientAuth> {
+    let Some(auth) = auth else {
+        return Ok(ClientAuth::anonymous());
+    };
+    let role = Role::Node(node.to_string());
+    let path = auth.creds_path(&shoal_bus::auth::default_name(&role));
+    Ok(ClientAuth::from_creds_file(&path)?)
 }
 
 #[path = "../../tracing_mode.rs"]
@@ -162,6 +258,8 @@ pub fn bench_pod(name: &str) -> Pod {
 mod raw;
 
 /// The JetStream write capacity baseline with pod-sized messages (as `shoal-loadtest api`).
+/// It publishes straight into the state stream, which only the API's identity may: `nats`
+/// must be connected as [`Identities::api`].
 pub async fn raw_publishes(
     nats: &async_nats::Client,
     count: usize,
@@ -183,10 +281,15 @@ pub struct ControlPlane {
 }
 
 /// Starts the state stream, the API actor and (with `workload_actors`) the scheduler and the
-/// controllers on a thread of their own with its own actix system, sharing one NATS
-/// connection and one InformerFactory as `shoal up` does. Returns once the API serves and the
-/// cluster namespaces exist.
-pub fn start_control_plane(url: String, workload_actors: bool) -> Result<ControlPlane> {
+/// controllers on a thread of their own with its own actix system, sharing one InformerFactory
+/// as `shoal up` does; each actor connects with its own identity. Returns once the API serves
+/// and the cluster namespaces exist.
+pub fn start_control_plane(
+    url: String,
+    identities: &Identities,
+    workload_actors: bool,
+) -> Result<ControlPlane> {
+    let identities = identities.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<ControlPlane, String>>();
     std::thread::Builder::new()
         .name("control-plane".into())
@@ -194,7 +297,7 @@ pub fn start_control_plane(url: String, workload_actors: bool) -> Result<Control
             let system = actix::System::new();
             system.block_on(async move {
                 let started = async {
-                    let nats = shoal_bus::connect(&url, "bench-control-plane")
+                    let nats = shoal_bus::connect(&url, "bench-api", &identities.api)
                         .await
                         .map_err(|e| e.to_string())?;
                     let js = async_nats::jetstream::new(nats.clone());
@@ -218,7 +321,11 @@ pub fn start_control_plane(url: String, workload_actors: bool) -> Result<Control
                         }
                     });
                     let _ = rx.await;
-                    let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
+                    // The cluster's namespaces are made by the operator, as `LocalCluster` does.
+                    let admin = shoal_bus::connect(&url, "bench-bootstrap", &identities.admin)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let api = ApiClient::new(admin).with_deadline(Duration::from_secs(30));
                     shoal_api::bootstrap(&api)
                         .await
                         .map_err(|e| e.to_string())?;
@@ -237,20 +344,24 @@ pub fn start_control_plane(url: String, workload_actors: bool) -> Result<Control
                         // must not queue behind the API's request handling.
                         // Its own connection, made on its thread (as `shoal up` does).
                         let scheduler_url = url.clone();
+                        let scheduler_auth = identities.scheduler.clone();
                         std::thread::Builder::new()
                             .name("scheduler".into())
                             .spawn(move || {
                                 actix::System::new().block_on(async move {
-                                    let n =
-                                        match shoal_bus::connect(&scheduler_url, "bench-scheduler")
-                                            .await
-                                        {
-                                            Ok(n) => n,
-                                            Err(e) => {
-                                                eprintln!("scheduler cannot connect: {e}");
-                                                return;
-                                            }
-                                        };
+                                    let n = match shoal_bus::connect(
+                                        &scheduler_url,
+                                        "bench-scheduler",
+                                        &scheduler_auth,
+                                    )
+                                    .await
+                                    {
+                                        Ok(n) => n,
+                                        Err(e) => {
+                                            eprintln!("scheduler cannot connect: {e}");
+                                            return;
+                                        }
+                                    };
                                     if let Err(e) =
                                         shoal_scheduler::run(config, n, std::future::pending())
                                             .await
@@ -265,7 +376,10 @@ pub fn start_control_plane(url: String, workload_actors: bool) -> Result<Control
                             tunables: tunables.clone(),
                             ..Default::default()
                         };
-                        let n = nats.clone();
+                        let n =
+                            shoal_bus::connect(&url, "bench-controllers", &identities.controllers)
+                                .await
+                                .map_err(|e| e.to_string())?;
                         actix::spawn(async move {
                             if let Err(e) =
                                 shoal_controllers::run(config, n, std::future::pending()).await
@@ -307,9 +421,19 @@ pub struct HollowFleet {
 
 impl HollowFleet {
     /// Re-executes this binary with `--hollow-only` and waits until it has started its agents.
-    pub fn spawn(url: &str, nodes: usize, heartbeat: Duration) -> Result<HollowFleet> {
+    /// The nodes' credentials must have been issued first ([`Identities::issue_fleet`]).
+    pub fn spawn(
+        url: &str,
+        identities: &Identities,
+        nodes: usize,
+        heartbeat: Duration,
+    ) -> Result<HollowFleet> {
         let exe = std::env::current_exe().context("locating this binary")?;
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        if let Some(dir) = &identities.auth_dir {
+            command.arg("--auth-dir").arg(dir);
+        }
+        let mut child = command
             .args(["--hollow-only", "--url", url, "--nodes", &nodes.to_string()])
             .args(["--heartbeat-ms", &heartbeat.as_millis().to_string()])
             .stdin(Stdio::piped())
@@ -372,16 +496,26 @@ impl Drop for HollowFleet {
     }
 }
 
-/// The child: `nodes` hollow agents sharing one NATS connection and one InformerFactory
-/// (as `shoal node --hollow --count N`), controlled by lines on stdin ("stop NAME", "sync");
-/// stdin closing (the parent died) ends it.
-pub fn hollow_main(url: &str, nodes: usize, heartbeat: Duration) -> Result<()> {
+/// The child: `nodes` hollow agents sharing one InformerFactory (as `shoal node --hollow
+/// --count N`), each on a connection of its own with its node's identity (read from
+/// `auth_dir`), controlled by lines on stdin ("stop NAME", "sync"); stdin closing (the parent
+/// died) ends it.
+pub fn hollow_main(
+    url: &str,
+    auth_dir: Option<&Path>,
+    nodes: usize,
+    heartbeat: Duration,
+) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    tracing_mode::export_to(url);
     runtime.block_on(async move {
-        let nats = shoal_bus::connect(url, "bench-hollow").await?;
+        let auth = auth_dir.map(AuthDir::provision).transpose()?;
+        // Any node may read the whole state log: the shared cache reads as the first node.
+        // Its spans go out as that node too (one process, one exporter).
+        let first = node_name(0);
+        tracing_mode::export_to(url, &node_creds(auth.as_ref(), &first)?);
+        let nats = shoal_bus::connect(url, &first, &node_creds(auth.as_ref(), &first)?).await?;
         let store = Store::open(nats.clone()).await?;
         let informers = InformerFactory::new(store);
         // The pod cache exists with zero agents too, so a 0-node baseline holds it as well.
@@ -406,7 +540,11 @@ pub fn hollow_main(url: &str, nodes: usize, heartbeat: Duration) -> Result<()> {
             let backend = Backend::Hollow(Arc::new(HollowRuntime::new(hollow)));
             let (trigger, shutdown) = shoal_bus::shutdown::channel();
             triggers.insert(name.clone(), trigger);
-            let nats = nats.clone();
+            let nats = if i == 0 {
+                nats.clone()
+            } else {
+                shoal_bus::connect(url, &name, &node_creds(auth.as_ref(), &name)?).await?
+            };
             tokio::spawn(async move {
                 if let Err(e) = shoal_agent::run(config, backend, nats, shutdown.wait()).await {
                     eprintln!("hollow agent {name}: {e}");

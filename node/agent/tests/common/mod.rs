@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bus_schemas::kinds::Pod;
+use bus_schemas::roles::Role;
 use shoal_agent::{AgentConfig, Backend};
 use shoal_api::local::LocalCluster;
 use shoal_bus::shutdown::{self, Trigger};
@@ -66,7 +67,9 @@ impl Node {
         rc
     }
 
-    pub fn start(&mut self, cluster: &LocalCluster) {
+    /// Starts the agent on a connection of its own with this node's identity, as `shoal
+    /// node` runs it: it may speak only for itself.
+    pub async fn start(&mut self, cluster: &LocalCluster) {
         let rc = self.runtime_config();
         let backend = Backend::Linux(Arc::new(LinuxRuntime::new(rc).expect("runtime")));
         let mut config = AgentConfig::new(self.name.clone(), self.cidr.clone());
@@ -77,7 +80,10 @@ impl Node {
         // loading its nftables table there (tests/hostnet.rs and the multi-node tests cover it).
         config.proxy.enabled = false;
         let (trigger, stop) = shutdown::channel();
-        let nats = cluster.nats.clone();
+        let nats = cluster
+            .connect_as(&Role::Node(self.name.clone()), &self.name)
+            .await
+            .expect("the node connects");
         self.task = Some(tokio::spawn(async move {
             shoal_agent::run(config, backend, nats, stop.wait())
                 .await
@@ -144,7 +150,7 @@ pub async fn one_node() -> (LocalCluster, tempfile::TempDir, Node) {
     push_busybox(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node::new(dir.path());
-    node.start(&cluster);
+    node.start(&cluster).await;
     (cluster, dir, node)
 }
 
