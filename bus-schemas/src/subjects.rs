@@ -250,16 +250,34 @@ pub enum NodeReport {
     PodEvent,
     /// An ObjectRef: a Secret a pod bound to this node uses, answered decrypted.
     Secret,
+    /// A PersistentVolume the node's local provisioner made, pinned to the node by its
+    /// `spec.nodeAffinity`: created as the `create` verb would.
+    VolumeCreate,
+    /// DeleteOptions naming a PersistentVolume pinned to the node: deleted as the `delete`
+    /// verb would.
+    VolumeDelete,
+    /// A PersistentVolume pinned to the node, carrying the status to write (`update-status`).
+    VolumeStatus,
+    /// A PersistentVolumeClaim selected for the node (`volume.kubernetes.io/selected-node`):
+    /// updated as the `update` verb would (the provisioner sets `spec.volumeName`).
+    ClaimUpdate,
+    /// A PersistentVolumeClaim selected for the node, carrying the status to write.
+    ClaimStatus,
 }
 
 impl NodeReport {
-    pub const ALL: [NodeReport; 6] = [
+    pub const ALL: [NodeReport; 11] = [
         NodeReport::PodStatus,
         NodeReport::PodDelete,
         NodeReport::NodeStatus,
         NodeReport::Heartbeat,
         NodeReport::PodEvent,
         NodeReport::Secret,
+        NodeReport::VolumeCreate,
+        NodeReport::VolumeDelete,
+        NodeReport::VolumeStatus,
+        NodeReport::ClaimUpdate,
+        NodeReport::ClaimStatus,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -270,6 +288,11 @@ impl NodeReport {
             NodeReport::Heartbeat => "heartbeat",
             NodeReport::PodEvent => "pod-event",
             NodeReport::Secret => "secret",
+            NodeReport::VolumeCreate => "volume-create",
+            NodeReport::VolumeDelete => "volume-delete",
+            NodeReport::VolumeStatus => "volume-status",
+            NodeReport::ClaimUpdate => "claim-update",
+            NodeReport::ClaimStatus => "claim-status",
         }
     }
 
@@ -287,19 +310,54 @@ pub enum NodeSubjectError {
     Malformed(String),
     #[error(transparent)]
     Token(#[from] TokenError),
-    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status, heartbeat, pod-event or secret")]
+    #[error("unknown node report {0:?}: use pod-status, pod-delete, node-status, heartbeat, pod-event, secret, volume-create, volume-delete, volume-status, claim-update or claim-status")]
     UnknownReport(String),
 }
 
+const TRACES_PREFIX: &str = "shoal.v1.traces.";
+
 /// `shoal.v1.traces.<actor>`: spans the actor finished, as an OTLP ExportTraceServiceRequest.
 pub fn traces(actor: &str) -> String {
-    format!("shoal.v1.traces.{}", encode_token(actor))
+    format!("{TRACES_PREFIX}{}", encode_token(actor))
 }
 
-/// `shoal.v1.logs.<ns>.<pod>.<container>`.
-pub fn logs(namespace: &str, pod: &str, container: &str) -> String {
+/// The actor whose spans node agents publish: node agents export under
+/// [`node_traces`] instead of [`traces`].
+pub const NODE_ACTOR: &str = "node";
+
+/// `shoal.v1.traces.node.<node>`: the spans one node agent finished. The node's name is a
+/// token of its own so a node's credential can be allowed exactly its own subject.
+pub fn node_traces(node: &str) -> String {
+    format!("{TRACES_PREFIX}{NODE_ACTOR}.{}", encode_token(node))
+}
+
+/// The actor a traces subject was published for: its first token after the prefix
+/// (`node` for `shoal.v1.traces.node.<node>`), decoded.
+pub fn traces_actor(subject: &str) -> Option<String> {
+    let rest = subject.strip_prefix(TRACES_PREFIX)?;
+    let actor = rest.split('.').next()?;
+    decode_token(actor).ok()
+}
+
+/// `shoal.v1.logs.<node>.<ns>.<pod>.<container>`: published by the node running the pod.
+/// The node's name leads so a node's credential can be allowed exactly
+/// `shoal.v1.logs.<node>.>`.
+pub fn logs(node: &str, namespace: &str, pod: &str, container: &str) -> String {
     format!(
-        "shoal.v1.logs.{}.{}.{}",
+        "shoal.v1.logs.{}.{}.{}.{}",
+        encode_token(node),
+        encode_token(namespace),
+        encode_token(pod),
+        encode_token(container)
+    )
+}
+
+/// The filter for one container's log lines whichever node wrote them:
+/// `shoal.v1.logs.*.<ns>.<pod>.<container>` (a pod of the same name may have run elsewhere
+/// before; its lines carry their instance in `Shoal-Container-Id`).
+pub fn logs_of(namespace: &str, pod: &str, container: &str) -> String {
+    format!(
+        "shoal.v1.logs.*.{}.{}.{}",
         encode_token(namespace),
         encode_token(pod),
         encode_token(container)
@@ -446,6 +504,23 @@ mod tests {
             Err(NodeSubjectError::UnknownReport("reboot".into()))
         );
         assert!(!is_node_report("shoal.v1.api.pod.get"));
+    }
+
+    #[test]
+    fn logs_and_traces_subjects_lead_with_the_node() {
+        let s = logs("node.a", "default", "web_1", "main");
+        assert_eq!(s, "shoal.v1.logs.node%2Ea.default.web%5F1.main");
+        assert_eq!(
+            logs_of("default", "web_1", "main"),
+            "shoal.v1.logs.*.default.web%5F1.main"
+        );
+        assert_eq!(node_traces("node.a"), "shoal.v1.traces.node.node%2Ea");
+        assert_eq!(
+            traces_actor(&node_traces("node.a")).as_deref(),
+            Some("node")
+        );
+        assert_eq!(traces_actor(&traces("api")).as_deref(), Some("api"));
+        assert_eq!(traces_actor("shoal.v1.logs.x"), None);
     }
 
     #[test]

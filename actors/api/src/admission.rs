@@ -6,7 +6,8 @@
 use std::any::Any;
 
 use bus_schemas::kinds::{
-    Namespace, Node, PersistentVolumeClaim, Pod, PriorityClass, Service, StorageClass,
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PriorityClass, Service,
+    StorageClass,
 };
 use bus_schemas::{Reason, Resource, Status};
 
@@ -125,15 +126,26 @@ async fn resolve_priority(server: &ApiServer, pod: &mut Pod) -> Result<(), Statu
     }
 }
 
-/// A node may write only its own Node object and the pods bound to it.
+/// A node may write only its own Node object, the pods bound to it, the PersistentVolumes
+/// pinned to it and the claims the scheduler selected it for.
 pub(crate) fn check_node_owns<K: Resource>(node: &str, current: &K) -> Result<(), Status> {
     let any = current as &dyn Any;
-    let owned = if let Some(pod) = any.downcast_ref::<Pod>() {
-        pod.spec.node_name == node
+    let (owned, why) = if let Some(pod) = any.downcast_ref::<Pod>() {
+        (pod.spec.node_name == node, "it is not bound to that node")
     } else if let Some(n) = any.downcast_ref::<Node>() {
-        n.metadata.name == node
+        (n.metadata.name == node, "it is another node")
+    } else if let Some(pv) = any.downcast_ref::<PersistentVolume>() {
+        (
+            pv.pinned_node() == Some(node),
+            "its spec.nodeAffinity does not pin it to that node",
+        )
+    } else if let Some(claim) = any.downcast_ref::<PersistentVolumeClaim>() {
+        (
+            claim.selected_node() == Some(node),
+            "its volume.kubernetes.io/selected-node annotation names another node",
+        )
     } else {
-        false
+        (false, "nodes write no objects of this kind")
     };
     if owned {
         Ok(())
@@ -141,7 +153,7 @@ pub(crate) fn check_node_owns<K: Resource>(node: &str, current: &K) -> Result<()
         Err(Status::new(
             Reason::Forbidden,
             format!(
-                "node {node:?} may not write {} {:?}: it is not bound to that node",
+                "node {node:?} may not write {} {:?}: {why}",
                 K::INFO.kind,
                 current.meta().name
             ),

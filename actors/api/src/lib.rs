@@ -6,6 +6,8 @@
 //! - [`actor`]: the actix adapter: subscriptions in, replies out, one task per request, lanes.
 //! - [`server`]: routing by subject to verb and kind; node reports.
 //! - [`node_events`]: a node's Events about pods bound to it (checked against the binding).
+//! - [`node_volumes`]: a node's local provisioner's writes of volumes pinned to it and of
+//!   claims selected for it, through the general verbs once ownership is checked.
 //! - the verbs: [`write`] (create, update, update-status, patch; the shared
 //!   `prepare_spec_change` every change of spec goes through; writes that name a field
 //!   manager record what they changed in `metadata.managedFields`), [`apply`] (server-side
@@ -55,6 +57,7 @@ pub mod field_manager;
 pub mod local;
 pub mod merge_patch;
 pub mod node_events;
+pub mod node_volumes;
 pub mod pod_security;
 pub mod read;
 pub mod reply;

@@ -1,10 +1,11 @@
 //! `pod-event` node reports: a node agent records an Event about a pod bound to it (a
-//! lifecycle hook that failed, a missing ConfigMap or Secret, a skipped env key). Through the
+//! lifecycle hook that failed, a missing ConfigMap or Secret, a skipped env key), or about a
+//! claim the scheduler selected it for (its local provisioner's warnings). Through the
 //! node's own subject rather than the Event verbs, so a node credential can speak only about
-//! its own pods: the API checks that the pod is bound to the reporting node before writing
+//! its own pods and claims: the API checks the binding to the reporting node before writing
 //! anything.
 
-use bus_schemas::kinds::{Event, Pod};
+use bus_schemas::kinds::{Event, PersistentVolumeClaim, Pod};
 use bus_schemas::{subjects, Reason, Status};
 use shoal_bus::informer::INDEX_NODE;
 
@@ -23,13 +24,21 @@ impl ApiServer {
     pub(crate) async fn pod_event(&self, req: &Request<'_>, node: &str) -> Result<Reply, Status> {
         let event: Event = decode_object(req.payload)?;
         let involved = &event.involved_object;
-        if involved.kind != "Pod" || involved.namespace != event.metadata.namespace {
+        let about_claim = involved.kind == "PersistentVolumeClaim";
+        if !(involved.kind == "Pod" || about_claim)
+            || involved.namespace != event.metadata.namespace
+        {
             return Err(Status::new(
                 Reason::Forbidden,
-                format!("node {node:?} may only report events about pods, in the pod's namespace"),
+                format!("node {node:?} may only report events about pods and claims, in their namespace"),
             ));
         }
         let (ns, name) = (involved.namespace.as_str(), involved.name.as_str());
+        if about_claim {
+            self.check_claim_selected(node, ns, name, &involved.uid)
+                .await?;
+            return self.record_event(req, event).await;
+        }
         let bound_here = |pod: &Pod| pod.spec.node_name == node && pod.metadata.uid == involved.uid;
         let cached = self.cached_or_current::<Pod>(ns, name).await?;
         let pod = match cached {
@@ -47,8 +56,47 @@ impl ApiServer {
                 format!("node {node:?} may not report events about pod {ns}/{name}: it is not bound there"),
             ));
         }
+        self.record_event(req, event).await
+    }
+
+    /// Refuses unless the claim `ns/name` with `uid` is selected for `node`.
+    async fn check_claim_selected(
+        &self,
+        node: &str,
+        ns: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<(), Status> {
+        let selected_here = |claim: &PersistentVolumeClaim| {
+            claim.selected_node() == Some(node) && claim.metadata.uid == uid
+        };
+        let claim = match self
+            .cached_or_current::<PersistentVolumeClaim>(ns, name)
+            .await?
+        {
+            Some(claim) if selected_here(&claim) => claim,
+            // The cache may not show the selection yet: ask the log before refusing.
+            _ => self
+                .current::<PersistentVolumeClaim>(ns, name)
+                .await?
+                .map(|(claim, _)| claim)
+                .ok_or_else(|| Status::not_found("PersistentVolumeClaim", ns, name))?,
+        };
+        if selected_here(&claim) {
+            Ok(())
+        } else {
+            Err(Status::new(
+                Reason::Forbidden,
+                format!("node {node:?} may not report events about claim {ns}/{name}: it is not selected for that node"),
+            ))
+        }
+    }
+
+    /// Creates the event, or bumps the count of the one of that name.
+    async fn record_event(&self, req: &Request<'_>, event: Event) -> Result<Reply, Status> {
+        let ns = event.involved_object.namespace.as_str();
         // Written as the server's own bookkeeping, not as the node: node ownership rules are
-        // about the pod, which was checked above.
+        // about the pod or claim, which was checked before.
         let write = Request::new(req.subject, None, req.payload);
         match self.create_object(&write, event.clone()).await {
             Ok(created) => return Reply::ok(&created),

@@ -3,7 +3,7 @@
 //! but the actor.
 
 use bus_schemas::api::DeleteOptions;
-use bus_schemas::kinds::{self, Lease, Node, Pod};
+use bus_schemas::kinds::{self, Lease, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use bus_schemas::subjects::{self, NodeReport, NodeSubjectError, Verb};
 use bus_schemas::wellknown::NODE_LEASE_NAMESPACE;
 use bus_schemas::{codec, with_kind, Reason, Resource, Status};
@@ -97,6 +97,13 @@ impl ApiServer {
             NodeReport::Heartbeat => Box::pin(self.heartbeat(req, &node)).await,
             NodeReport::PodEvent => Box::pin(self.pod_event(req, &node)).await,
             NodeReport::Secret => Box::pin(self.secret_for_node(req, &node)).await,
+            NodeReport::VolumeCreate => Box::pin(self.volume_create(req, &node)).await,
+            NodeReport::VolumeDelete => Box::pin(self.volume_delete(req)).await,
+            NodeReport::VolumeStatus => Box::pin(self.update::<PersistentVolume>(req, true)).await,
+            NodeReport::ClaimUpdate => Box::pin(self.claim_update(req, &node)).await,
+            NodeReport::ClaimStatus => {
+                Box::pin(self.update::<PersistentVolumeClaim>(req, true)).await
+            }
         }
     }
 

@@ -1,6 +1,9 @@
 //! The typed API client: every write any actor or person makes goes through here to the API
 //! actors (request/reply on `shoal.v1.api.<kind>.<verb>`).
 //!
+//! Node agents send their writes as node reports (`shoal.v1.node.<node>.<report>`) through
+//! [`ApiClient::report`], with the same guarantees.
+//!
 //! Each logical request carries a `Shoal-Request-Id` that the API uses as the JetStream
 //! message id, so a retry after a lost reply (an API replica died mid-request) is
 //! de-duplicated by the state log instead of failing or writing twice.
@@ -14,7 +17,9 @@ use bus_schemas::api::{
     HEADER_FIELD_MANAGER, HEADER_FORCE,
 };
 use bus_schemas::codec;
-use bus_schemas::subjects::{self, Verb, HEADER_CODE, HEADER_TRACEPARENT, HEADER_WARNING};
+use bus_schemas::subjects::{
+    self, NodeReport, Verb, HEADER_CODE, HEADER_TRACEPARENT, HEADER_WARNING,
+};
 use bus_schemas::{Reason, Resource, Status};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -197,9 +202,43 @@ impl ApiClient {
         kind_token: &str,
         verb: Verb,
         body: Vec<u8>,
-        mut headers: HeaderMap,
+        headers: HeaderMap,
     ) -> Result<RawReply, ApiError> {
         let subject = subjects::api(kind_token, verb);
+        self.send(subject, kind_token, verb.as_str(), body, headers)
+            .await
+    }
+
+    /// Sends one node report (`shoal.v1.node.<node>.<report>`) exactly as an API request:
+    /// the same request id and retries, field manager and trace context, so a node writes
+    /// through its own subject with the general verbs' guarantees.
+    pub async fn report<T: Serialize, R: DeserializeOwned>(
+        &self,
+        node: &str,
+        report: NodeReport,
+        body: &T,
+    ) -> Result<R, ApiError> {
+        let subject = subjects::node_report(node, report);
+        let reply = self
+            .send(
+                subject.clone(),
+                "node",
+                report.as_str(),
+                Self::encode(body)?,
+                HeaderMap::new(),
+            )
+            .await?;
+        Ok(decode_reply(&subject, reply)?.0)
+    }
+
+    async fn send(
+        &self,
+        subject: String,
+        kind_label: &str,
+        verb_label: &str,
+        body: Vec<u8>,
+        mut headers: HeaderMap,
+    ) -> Result<RawReply, ApiError> {
         if let Some(manager) = &self.field_manager {
             if headers.get(HEADER_FIELD_MANAGER).is_none() {
                 headers.insert(HEADER_FIELD_MANAGER, manager.as_str());
@@ -222,8 +261,8 @@ impl ApiClient {
             tracing::info_span!(
                 "api.call",
                 otel.kind = "client",
-                kind = kind_token,
-                verb = verb.as_str()
+                kind = kind_label,
+                verb = verb_label
             )
         };
         let reply = self

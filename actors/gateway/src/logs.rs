@@ -84,7 +84,7 @@ pub async fn serve(bus: &Bus, req: &Request, ns: &str, name: &str) -> Response {
     };
     let consumer = stream
         .create_consumer(OrderedConfig {
-            filter_subject: subjects::logs(ns, name, &container),
+            filter_subject: subjects::logs_of(ns, name, &container),
             deliver_policy: DeliverPolicy::All,
             ..Default::default()
         })

@@ -15,7 +15,7 @@ use common::{pod, Env, Streaming};
 async fn publish_log(env: &Env, pod: &str, text: &str) {
     let js = async_nats::jetstream::new(env.cluster.nats.clone());
     let line = format!("{} {text}", chrono::Utc::now().to_rfc3339());
-    js.publish(subjects::logs("default", pod, "main"), line.into())
+    js.publish(subjects::logs("n1", "default", pod, "main"), line.into())
         .await
         .unwrap()
         .await
@@ -27,11 +27,15 @@ async fn publish_instance_log(env: &Env, pod: &str, instance: &str, text: &str) 
     let mut headers = async_nats::HeaderMap::new();
     headers.insert(subjects::HEADER_CONTAINER_ID, instance);
     let line = format!("{} {text}", chrono::Utc::now().to_rfc3339());
-    js.publish_with_headers(subjects::logs("default", pod, "main"), headers, line.into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    js.publish_with_headers(
+        subjects::logs("n1", "default", pod, "main"),
+        headers,
+        line.into(),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
 }
 
 #[actix::test]

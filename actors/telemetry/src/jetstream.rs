@@ -1,6 +1,8 @@
 //! The embedded trace store: finished spans go to the bounded JetStream stream
 //! `SHOAL_TRACES` on `shoal.v1.traces.<actor>`, each message an OTLP
-//! `ExportTraceServiceRequest` (protobuf), so `shoal trace` needs no collector.
+//! `ExportTraceServiceRequest` (protobuf), so `shoal trace` needs no collector. A node agent
+//! process publishes everything on its own `shoal.v1.traces.node.<node>` instead, so a
+//! node's credential can be allowed that one subject.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -26,6 +28,8 @@ pub const ACTOR_ATTRIBUTE: &str = "shoal.actor";
 /// a bus with identities on.
 type ConnectWith =
     Box<dyn Fn(async_nats::ConnectOptions) -> async_nats::ConnectOptions + Send + Sync>;
+/// Set in a node agent process: the node every batch is published under.
+static NODE: OnceLock<String> = OnceLock::new();
 
 /// Where this process's spans go, once it knows its cluster's NATS, and how it connects.
 static TARGET: OnceLock<(String, ConnectWith)> = OnceLock::new();
@@ -47,6 +51,43 @@ pub fn export_as(
         + 'static,
 ) {
     let _ = TARGET.set((url.to_string(), Box::new(connect_with)));
+}
+
+/// As [`export_to`], for a node agent process: every batch goes to
+/// `shoal.v1.traces.node.<node>` whatever its actor (the first call of either wins).
+pub fn export_as_node(
+    url: &str,
+    node: &str,
+    connect_with: impl Fn(async_nats::ConnectOptions) -> async_nats::ConnectOptions
+        + Send
+        + Sync
+        + 'static,
+) {
+    if TARGET.get().is_none() {
+        let _ = NODE.set(node.to_string());
+    }
+    export_as(url, connect_with);
+}
+
+/// The subject a group of spans of `actor` is published on, and whether the spans must
+/// carry their actor themselves (the subject names another, so readers could not tell).
+fn subject_for(actor: &str, node: Option<&str>) -> (String, bool) {
+    match node {
+        Some(node) => (subjects::node_traces(node), actor != subjects::NODE_ACTOR),
+        None => (subjects::traces(actor), false),
+    }
+}
+
+/// Writes `actor` into every span of the group that does not name its own.
+fn stamp_actor(spans: &mut [SpanData], actor: &str) {
+    for span in spans {
+        if actor_attribute(span).is_none() {
+            span.attributes.push(opentelemetry::KeyValue::new(
+                ACTOR_ATTRIBUTE,
+                actor.to_string(),
+            ));
+        }
+    }
 }
 
 /// Creates the traces stream if absent: bounded by size and age, oldest dropped first.
@@ -152,12 +193,16 @@ impl SpanExporter for JetStreamExporter {
             Some(Err(e)) => return Err(OTelSdkError::InternalFailure(e)),
             Some(Ok(js)) => js,
         };
-        for (actor, spans) in by_actor(batch, &self.default_actor) {
+        for (actor, mut spans) in by_actor(batch, &self.default_actor) {
+            let (subject, stamp) = subject_for(&actor, NODE.get().map(String::as_str));
+            if stamp {
+                stamp_actor(&mut spans, &actor);
+            }
             let request = ExportTraceServiceRequest {
                 resource_spans: group_spans_by_resource_and_scope(spans, &self.resource),
             };
             let ack = js
-                .publish(subjects::traces(&actor), request.encode_to_vec().into())
+                .publish(subject, request.encode_to_vec().into())
                 .await
                 .map_err(|e| OTelSdkError::InternalFailure(e.to_string()))?;
             ack.await
@@ -168,5 +213,27 @@ impl SpanExporter for JetStreamExporter {
 
     fn set_resource(&mut self, resource: &Resource) {
         self.resource = resource.into();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_process_publishes_every_actor_under_its_own_subject() {
+        assert_eq!(
+            subject_for("node", Some("n.1")),
+            ("shoal.v1.traces.node.n%2E1".to_string(), false)
+        );
+        // Readers take the actor from the subject: another actor's spans must say theirs.
+        assert_eq!(
+            subject_for("api", Some("n1")),
+            ("shoal.v1.traces.node.n1".to_string(), true)
+        );
+        assert_eq!(
+            subject_for("api", None),
+            ("shoal.v1.traces.api".to_string(), false)
+        );
     }
 }

@@ -65,13 +65,8 @@ pub async fn read_trace(
         };
         let msg = msg.map_err(unavailable)?;
         pending = msg.info().map(|i| i.pending).unwrap_or(0);
-        let actor = msg
-            .subject
-            .as_str()
-            .rsplit('.')
-            .next()
-            .unwrap_or_default()
-            .to_string();
+        // `shoal.v1.traces.<actor>`, or `shoal.v1.traces.node.<node>` from a node agent.
+        let actor = subjects::traces_actor(msg.subject.as_str()).unwrap_or_default();
         // A batch that does not decode is someone else's: skip it rather than fail the view.
         let Ok(request) = ExportTraceServiceRequest::decode(msg.payload.as_ref()) else {
             continue;

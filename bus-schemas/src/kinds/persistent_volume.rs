@@ -152,6 +152,9 @@ pub(crate) fn validate_storage(
     }
 }
 
+/// The node label that holds the node's name (set by every node agent).
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
 impl PersistentVolume {
     pub fn phase(&self) -> &str {
         &self.status.phase
@@ -173,6 +176,29 @@ impl PersistentVolume {
     /// The node selector a pod's node must match to reach the volume.
     pub fn required_nodes(&self) -> Option<&NodeSelector> {
         self.spec.node_affinity.as_ref()?.required.as_ref()
+    }
+
+    /// The one node the volume is pinned to: `spec.nodeAffinity.required` is exactly one
+    /// term holding exactly one requirement, `kubernetes.io/hostname In [<node>]` (what a
+    /// node-local provisioner writes) or the field `metadata.name In [<node>]`. Any other
+    /// affinity, or none, may let more than one node reach the volume, so no single node
+    /// owns it.
+    pub fn pinned_node(&self) -> Option<&str> {
+        let [term] = self.required_nodes()?.node_selector_terms.as_slice() else {
+            return None;
+        };
+        let (requirement, key) = match (
+            term.match_expressions.as_slice(),
+            term.match_fields.as_slice(),
+        ) {
+            ([label], []) => (label, HOSTNAME_LABEL),
+            ([], [field]) => (field, "metadata.name"),
+            _ => return None,
+        };
+        match requirement.values.as_slice() {
+            [node] if requirement.key == key && requirement.operator == "In" => Some(node.as_str()),
+            _ => None,
+        }
     }
 
     /// Whether the volume is bound (or reserved) for the claim with this namespace, name and
@@ -298,6 +324,47 @@ mod tests {
             }
         }))
         .expect("pv")
+    }
+
+    #[test]
+    fn a_volume_is_pinned_only_by_one_exact_node_requirement() {
+        let mut pv = local_pv();
+        assert_eq!(pv.pinned_node(), Some("node-a"));
+        let with = |affinity: serde_json::Value| {
+            let mut pv = local_pv();
+            pv.spec.node_affinity = serde_json::from_value(affinity).expect("affinity");
+            pv.pinned_node().map(str::to_string)
+        };
+        let term =
+            |req: serde_json::Value| serde_json::json!({"required": {"nodeSelectorTerms": [req]}});
+        let host = |op: &str, values: serde_json::Value| serde_json::json!({"key": HOSTNAME_LABEL, "operator": op, "values": values});
+        assert_eq!(
+            with(term(
+                serde_json::json!({"matchExpressions": [host("In", serde_json::json!(["n1"]))]})
+            )),
+            Some("n1".into())
+        );
+        for loose in [
+            term(
+                serde_json::json!({"matchExpressions": [host("In", serde_json::json!(["n1", "n2"]))]}),
+            ),
+            term(
+                serde_json::json!({"matchExpressions": [host("NotIn", serde_json::json!(["n1"]))]}),
+            ),
+            term(serde_json::json!({"matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["n1"]}]})),
+            term(
+                serde_json::json!({"matchExpressions": [host("In", serde_json::json!(["n1"]))],
+                                    "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}),
+            ),
+            serde_json::json!({"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [host("In", serde_json::json!(["n1"]))]},
+                {"matchExpressions": [host("In", serde_json::json!(["n2"]))]}]}}),
+        ] {
+            assert_eq!(with(loose.clone()), None, "{loose}");
+        }
+        pv.spec.node_affinity = None;
+        assert_eq!(pv.pinned_node(), None);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Logs, metrics and exec: what a node offers besides running pods.
 //!
-//! Log lines are shipped to `shoal.v1.logs.<ns>.<pod>.<container>` (captured by the bounded
+//! Log lines are shipped to `shoal.v1.logs.<node>.<ns>.<pod>.<container>` (captured by the bounded
 //! `SHOAL_LOGS` stream, so `shoal logs` needs no connection to the node); usage samples go to
 //! `shoal.v1.metrics.<node>.<ns>.<pod>` every few seconds (the `SHOAL_METRICS` stream keeps
 //! the latest). Exec is request/reply on `shoal.v1.agent.<node>.exec`: one-shot here, or

@@ -397,8 +397,12 @@ impl Worker {
         from_start: bool,
     ) -> Option<crate::telemetry::LogShipper> {
         let reader = self.ctx.backend.logs(sandbox, name)?;
-        let subject =
-            bus_schemas::subjects::logs(&pod.metadata.namespace, &pod.metadata.name, name);
+        let subject = bus_schemas::subjects::logs(
+            &self.ctx.config.node_name,
+            &pod.metadata.namespace,
+            &pod.metadata.name,
+            name,
+        );
         Some(crate::telemetry::ship_logs(
             self.ctx.nats_client.clone(),
             reader,

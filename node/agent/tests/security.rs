@@ -62,7 +62,7 @@ async fn security_context_reaches_the_containers_and_run_as_non_root_refuses_roo
     push_busybox(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node::new(dir.path());
-    node.start(&cluster);
+    node.start(&cluster).await;
     let api = cluster.api();
 
     // Each container reports what it is held to in its termination message.
@@ -151,10 +151,10 @@ async fn a_host_path_pod_runs_only_on_a_node_allowed_its_directory() {
     std::fs::create_dir(&data).unwrap();
     std::fs::write(data.join("greeting"), "from the host\n").unwrap();
     let mut closed = Node::new(&dir.path().join("closed"));
-    closed.start(&cluster);
+    closed.start(&cluster).await;
     let mut open = Node::new(&dir.path().join("open"));
     open.allow_host_path = vec![dir.path().to_path_buf()];
-    open.start(&cluster);
+    open.start(&cluster).await;
     let api = cluster.api();
     let spec = serde_json::json!({
         "restartPolicy": "Never",

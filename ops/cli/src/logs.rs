@@ -145,7 +145,7 @@ async fn print_target(
     tail: Option<usize>,
     timestamps: bool,
 ) -> Result<()> {
-    let subject = subjects::logs(
+    let subject = subjects::logs_of(
         &target.pod.metadata.namespace,
         &target.pod.metadata.name,
         &target.container,

@@ -135,8 +135,9 @@ fn init_telemetry(
         },
         otlp_endpoint: cli.otlp_endpoint.clone(),
     })?;
-    // `shoal up` names its NATS once it has started or joined it.
-    if !matches!(&cli.command, cli::Command::Up(_)) {
+    // `shoal up` names its NATS once it has started or joined it; `shoal node` once it
+    // knows its node's name (its spans go to that node's subject).
+    if !matches!(&cli.command, cli::Command::Up(_) | cli::Command::Node(_)) {
         shoal_telemetry::jetstream::export_to(&cli.nats);
     }
     Ok(telemetry)

@@ -121,6 +121,8 @@ pub async fn run_with(url: &str, args: NodeArgs, net: NodeNetArgs) -> Result<()>
     let store = Store::open(nats.clone()).await?;
     let informers = InformerFactory::new(store);
     let base = args.name.clone().unwrap_or_else(hostname);
+    // Hollow nodes sharing this process share one subject for its spans: the base name.
+    shoal_telemetry::jetstream::export_as_node(url, &base);
     let (trigger, shutdown) = shoal_bus::shutdown::channel();
     let mut tasks = Vec::new();
     let count = if args.hollow { args.count.max(1) } else { 1 };

@@ -8,8 +8,18 @@ pub struct Observing {
     pub addr: Option<SocketAddr>,
 }
 
-pub async fn start(url: &str, metrics_addr: &str, nats: async_nats::Client) -> Observing {
-    shoal_telemetry::jetstream::export_to(url);
+/// `as_node`: the node this process is nothing but the agent of (its spans go to that
+/// node's own traces subject).
+pub async fn start(
+    url: &str,
+    metrics_addr: &str,
+    nats: async_nats::Client,
+    as_node: Option<&str>,
+) -> Observing {
+    match as_node {
+        Some(node) => shoal_telemetry::jetstream::export_as_node(url, node),
+        None => shoal_telemetry::jetstream::export_to(url),
+    }
     actix::spawn(shoal_telemetry::serve::watch_nats(nats));
     if metrics_addr.is_empty() {
         return Observing { addr: None };

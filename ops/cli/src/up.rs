@@ -134,7 +134,11 @@ pub async fn run(args: UpArgs) -> Result<()> {
     let nats = shoal_bus::connect(&url, "shoal-up")
         .await
         .with_context(|| format!("connecting to {url}"))?;
-    let metrics = crate::observe::start(&url, &args.metrics_addr, nats.clone()).await;
+    // A process that is only a node agent publishes its spans as that node.
+    let as_node = (wanted == [UpActor::Node])
+        .then(|| args.node_name.clone().unwrap_or_else(crate::node::hostname));
+    let metrics =
+        crate::observe::start(&url, &args.metrics_addr, nats.clone(), as_node.as_deref()).await;
 
     let marker = data_dir.join(MARKER);
     let store = match Store::open(nats.clone()).await {

@@ -18,10 +18,11 @@
 //! reclaimed until that pod is gone, since a directory removed under a running container
 //! loses its writes.
 //!
-//! NOTE: the provisioner writes through the general API (as Kubernetes' external
-//! provisioners do) rather than node reports: nodes have no per-node bus credentials yet.
-//! Once they do, these writes need a node-scoped verb that admits only claims selected for
-//! the node and volumes whose affinity is the node.
+//! Every write is a node report on the node's own subject (`volume-create`, `volume-status`,
+//! `volume-delete`, `claim-update`, `claim-status`, and `pod-event` for the quota Event),
+//! never a general API verb: the API admits only volumes pinned to this node and claims
+//! selected for it, so a node's credential needs no PersistentVolume or claim verbs. Reads
+//! are the informers' (JetStream).
 //!
 //! Sizes: the directory is made with a quota of the request where the state dir's
 //! filesystem has one ([`super::quota`]). Where it has none, the volume is made all the
@@ -39,6 +40,7 @@ use bus_schemas::kinds::event::EventSource;
 use bus_schemas::kinds::persistent_volume::{LocalVolumeSource, VolumeNodeAffinity};
 use bus_schemas::kinds::storage_class::LOCAL_PATH_PROVISIONER;
 use bus_schemas::kinds::{Event, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass};
+use bus_schemas::subjects::NodeReport;
 use bus_schemas::Resource;
 use shoal_bus::{ApiClient, Informer, InformerFactory};
 
@@ -362,13 +364,15 @@ impl Provisioner {
                     if let Limit::NotEnforced(reason) = &limit {
                         self.warn_unlimited(&claim, reason).await;
                     }
-                    volume = Some(match self.api.create(&pv).await {
+                    volume = Some(match self.report(NodeReport::VolumeCreate, &pv).await {
                         Ok(created) => created,
+                        // Made by an earlier pass whose reply was lost: its event brings it
+                        // to the cache and another pass.
                         Err(e) if e.is_already_exists() => self
-                            .api
-                            .get::<PersistentVolume>("", &name)
-                            .await
-                            .map_err(|e| format!("reading volume {name}: {e}"))?,
+                            .volumes
+                            .get("", &name)
+                            .map(|v| (*v).clone())
+                            .ok_or_else(|| format!("volume {name} exists but is not cached yet"))?,
                         Err(e) => return Err(format!("creating volume {name}: {e}")),
                     });
                 }
@@ -377,8 +381,7 @@ impl Provisioner {
                     next.status.phase = "Bound".into();
                     next.status.last_phase_transition_time = Some(chrono::Utc::now());
                     volume = Some(
-                        self.api
-                            .update_status(&next)
+                        self.report(NodeReport::VolumeStatus, &next)
                             .await
                             .map_err(|e| format!("marking volume {name} bound: {e}"))?,
                     );
@@ -390,8 +393,7 @@ impl Provisioner {
                         .annotations
                         .insert(BIND_COMPLETED_ANNOTATION.into(), "yes".into());
                     claim = self
-                        .api
-                        .update(&claim)
+                        .report(NodeReport::ClaimUpdate, &claim)
                         .await
                         .map_err(|e| format!("binding claim to {name}: {e}"))?;
                 }
@@ -401,8 +403,7 @@ impl Provisioner {
                     claim.status.capacity = pv.spec.capacity.clone();
                     claim.status.access_modes = pv.spec.access_modes.clone();
                     claim = self
-                        .api
-                        .update_status(&claim)
+                        .report(NodeReport::ClaimStatus, &claim)
                         .await
                         .map_err(|e| format!("marking claim bound: {e}"))?;
                     tracing::info!(claim = %claim.metadata.name, volume = %name, "claim bound");
@@ -417,16 +418,22 @@ impl Provisioner {
     async fn warn_unlimited(&self, claim: &PersistentVolumeClaim, reason: &str) {
         tracing::warn!(claim = %format!("{}/{}", claim.metadata.namespace, claim.metadata.name),
             %reason, "volume size not enforced");
-        match self
-            .api
-            .create(&quota_event(claim, &self.node, reason))
-            .await
-        {
+        let event = quota_event(claim, &self.node, reason);
+        match self.report::<_, Event>(NodeReport::PodEvent, &event).await {
             Err(e) if !e.is_already_exists() => {
                 tracing::warn!(error = %e, "recording the volume-size Event")
             }
             _ => {}
         }
+    }
+
+    /// One write through this node's own report subject.
+    async fn report<T: serde::Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        report: NodeReport,
+        body: &T,
+    ) -> Result<R, shoal_bus::ApiError> {
+        self.api.report(&self.node, report, body).await
     }
 
     fn still_mounted(&self, namespace: &str, claim: &str) -> bool {
@@ -448,8 +455,7 @@ impl Provisioner {
                 let mut next = volume.clone();
                 next.status.phase = "Released".into();
                 next.status.last_phase_transition_time = Some(chrono::Utc::now());
-                self.api
-                    .update_status(&next)
+                self.report::<_, PersistentVolume>(NodeReport::VolumeStatus, &next)
                     .await
                     .map(|_| tracing::info!(volume = %volume.metadata.name, "volume released; data kept"))
                     .map_err(|e| format!("marking volume released: {e}"))
@@ -473,7 +479,10 @@ impl Provisioner {
                     }),
                     ..Default::default()
                 };
-                match self.api.delete::<PersistentVolume>(&options).await {
+                match self
+                    .report::<_, PersistentVolume>(NodeReport::VolumeDelete, &options)
+                    .await
+                {
                     Ok(_) => {
                         tracing::info!(volume = %volume.metadata.name, "volume deleted with its claim");
                         Ok(())
