@@ -52,6 +52,20 @@ pub struct Permissions {
     pub allow_responses: bool,
 }
 
+/// Every role's kind, as [`Role::kind`] names it (and `shoal creds describe` takes it).
+pub const KINDS: [&str; 10] = [
+    "api",
+    "node",
+    "controllers",
+    "scheduler",
+    "naming",
+    "autoscaler",
+    "gateway",
+    "admin",
+    "viewer",
+    "integration",
+];
+
 /// The roles `shoal creds create` issues to people and integrations; the others are the
 /// cluster's own actors, provisioned by `shoal up`.
 pub const ISSUABLE: [&str; 4] = ["viewer", "integration", "admin", "node"];

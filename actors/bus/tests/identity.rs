@@ -11,7 +11,6 @@ use shoal_bus::natsd::Natsd;
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use tokio::sync::mpsc;
 
-
 /// A connection whose server errors (permission violations among them) a test can read.
 async fn watched(
     natsd: &Natsd,

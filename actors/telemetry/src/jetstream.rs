@@ -25,9 +25,23 @@ pub const ACTOR_ATTRIBUTE: &str = "shoal.actor";
 /// Where this process's spans go, once it knows its cluster's NATS.
 static TARGET: OnceLock<String> = OnceLock::new();
 
+/// How the exporter's connection presents itself (its credential, the CA): the bus refuses
+/// anonymous connections.
+type Options = Box<dyn Fn() -> async_nats::ConnectOptions + Send + Sync>;
+static OPTIONS: OnceLock<Options> = OnceLock::new();
+
 /// Sends this process's spans to the cluster at `url` from now on (the first call wins).
 pub fn export_to(url: &str) {
     let _ = TARGET.set(url.to_string());
+}
+
+/// [`export_to`], connecting with the options `options` makes (the first call wins).
+pub fn export_with(
+    url: &str,
+    options: impl Fn() -> async_nats::ConnectOptions + Send + Sync + 'static,
+) {
+    let _ = OPTIONS.set(Box::new(options));
+    export_to(url);
 }
 
 /// Creates the traces stream if absent: bounded by size and age, oldest dropped first.
@@ -70,7 +84,11 @@ impl JetStreamExporter {
         Some(
             self.js
                 .get_or_try_init(|| async {
-                    let nats = async_nats::ConnectOptions::new()
+                    let options = OPTIONS
+                        .get()
+                        .map(|make| make())
+                        .unwrap_or_else(async_nats::ConnectOptions::new);
+                    let nats = options
                         .name("shoal-traces")
                         .max_reconnects(None)
                         .connect(url)

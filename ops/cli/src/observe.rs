@@ -8,8 +8,15 @@ pub struct Observing {
     pub addr: Option<SocketAddr>,
 }
 
-pub async fn start(url: &str, metrics_addr: &str, nats: async_nats::Client) -> Observing {
-    shoal_telemetry::jetstream::export_to(url);
+pub async fn start(
+    url: &str,
+    metrics_addr: &str,
+    nats: async_nats::Client,
+    auth: shoal_bus::auth::ClientAuth,
+) -> Observing {
+    shoal_telemetry::jetstream::export_with(url, move || {
+        auth.apply(async_nats::ConnectOptions::new())
+    });
     actix::spawn(shoal_telemetry::serve::watch_nats(nats));
     if metrics_addr.is_empty() {
         return Observing { addr: None };

@@ -7,10 +7,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use bus_schemas::roles::Role;
+use shoal_bus::auth::{default_name, AuthDir};
 use shoal_bus::natsd::{Natsd, NatsdConfig};
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::{ApiClient, InformerFactory, Store, StoreError};
 
+use crate::actor_creds::ActorCreds;
 use crate::cli::{UpActor, UpArgs};
 
 /// Oldest nats-server whose JetStream replies async-nats 0.51 decodes, with the durability
@@ -92,8 +95,32 @@ fn controllers_election(
     config
 }
 
+/// The role an actor runs as.
+fn role_of(actor: UpActor, node: &str) -> Role {
+    match actor {
+        UpActor::Api => Role::Api,
+        UpActor::Controllers => Role::Controllers,
+        UpActor::Scheduler => Role::Scheduler,
+        UpActor::Naming => Role::Naming,
+        UpActor::Autoscaler => Role::Autoscaler,
+        UpActor::Node => Role::Node(node.to_string()),
+        UpActor::Gateway => Role::Gateway,
+    }
+}
+
+/// The credentials of `shoal node` and of a joined `shoal up`: `--creds`, else SHOAL_CREDS.
+pub fn joined_creds(
+    creds: Option<&std::path::Path>,
+    ca: Option<&std::path::Path>,
+) -> Result<ActorCreds> {
+    ActorCreds::joined(creds, ca)
+}
+
 pub async fn run(args: UpArgs) -> Result<()> {
     let wanted = actors_to_run(&args)?;
+    let node_name = args.node_name.clone().unwrap_or_else(crate::node::hostname);
+    // The process's own connection (state stream, shared caches) is its first actor's.
+    let main_role = role_of(wanted[0], &node_name);
     let runs = |a: UpActor| wanted.contains(&a);
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(&data_dir)
@@ -105,13 +132,37 @@ pub async fn run(args: UpArgs) -> Result<()> {
         .with_context(|| format!("resolving data dir {}", data_dir.display()))?;
 
     let mut natsd = None;
+    let creds;
     let url = match &args.join {
         Some(url) => {
+            creds = ActorCreds::joined(args.creds.as_deref(), args.ca.as_deref())?;
             warn_about_server(url, args.monitor.as_deref()).await;
             url.clone()
         }
         None => {
-            let config = crate::cluster::server_config(&args, &data_dir)?;
+            let mut config = crate::cluster::server_config(&args, &data_dir)?;
+            // Identities first: the server admits exactly those of this directory.
+            let auth_path = data_dir.join("auth");
+            let first_identities = !auth_path.join("identities.json").is_file();
+            let auth = AuthDir::provision(&auth_path)
+                .with_context(|| format!("provisioning identities in {}", auth_path.display()))?;
+            if runs(UpActor::Node) {
+                let role = Role::Node(node_name.clone());
+                auth.ensure(&role, &default_name(&role))
+                    .context("issuing this machine's node credential")?;
+            }
+            if first_identities {
+                eprintln!(
+                    "identities provisioned in {}: the admin credential is {} (the CLI uses it by default; `shoal creds create` issues more)",
+                    auth_path.display(),
+                    auth.creds_path("admin").display()
+                );
+            }
+            config.auth = Some(auth.clone());
+            creds = ActorCreds::Local {
+                dir: auth,
+                ca: config.tls.as_ref().map(|t| t.ca.clone()),
+            };
             stop_orphaned_server(&config, &data_dir).await?;
             if std::net::TcpListener::bind(("127.0.0.1", args.port)).is_err() {
                 bail!(
@@ -130,10 +181,20 @@ pub async fn run(args: UpArgs) -> Result<()> {
             url
         }
     };
-    let nats = shoal_bus::connect(&url, "shoal-up")
+    let nats = creds
+        .connect(&url, "shoal-up", &main_role)
         .await
         .with_context(|| format!("connecting to {url}"))?;
-    let metrics = crate::observe::start(&url, &args.metrics_addr, nats.clone()).await;
+    if runs(UpActor::Node) && args.join.is_some() {
+        crate::actor_creds::check_node(&nats, &node_name).await?;
+    }
+    let metrics = crate::observe::start(
+        &url,
+        &args.metrics_addr,
+        nats.clone(),
+        creds.for_role(&main_role)?,
+    )
+    .await;
 
     let marker = data_dir.join(MARKER);
     let store = match Store::open(nats.clone()).await {
@@ -198,8 +259,16 @@ pub async fn run(args: UpArgs) -> Result<()> {
             .await
             .context("creating the cluster's namespaces")?;
     }
+    // Each actor connects as its own identity, confined to what its role may do.
+    let connect_as = |actor: UpActor| {
+        let (creds, url, role) = (creds.clone(), url.clone(), role_of(actor, &node_name));
+        async move {
+            let name = format!("shoal-up-{}", role.kind());
+            creds.connect(&url, &name, &role).await
+        }
+    };
     if runs(UpActor::Controllers) {
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let (nats, shutdown) = (connect_as(UpActor::Controllers).await?, shutdown.clone());
         let mut config = shoal_controllers::ControllersConfig {
             informers: Some(informers.clone()),
             ..Default::default()
@@ -231,6 +300,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
     }
     if runs(UpActor::Scheduler) {
         let (url, shutdown) = (url.clone(), shutdown.clone());
+        let creds = creds.clone();
         // Schedulers need no election: any number share the cluster through the per-node
         // allocation records (docs/architecture.md).
         let config = shoal_scheduler::SchedulerConfig {
@@ -245,10 +315,11 @@ pub async fn run(args: UpArgs) -> Result<()> {
         tasks.push((
             "scheduler",
             on_own_thread("scheduler", move || async move {
-                let nats = match shoal_bus::connect(&url, "shoal-up-scheduler").await {
+                let role = Role::Scheduler;
+                let nats = match creds.connect(&url, "shoal-up-scheduler", &role).await {
                     Ok(nats) => nats,
                     Err(e) => {
-                        eprintln!("error: scheduler: connecting to {url}: {e}");
+                        eprintln!("error: scheduler: connecting to {url}: {e:#}");
                         return;
                     }
                 };
@@ -271,7 +342,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
             informers: Some(informers.clone()),
             ..Default::default()
         };
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let (nats, shutdown) = (connect_as(UpActor::Naming).await?, shutdown.clone());
         tasks.push((
             "naming",
             actix::spawn(async move {
@@ -282,7 +353,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         ));
     }
     if runs(UpActor::Autoscaler) {
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let (nats, shutdown) = (connect_as(UpActor::Autoscaler).await?, shutdown.clone());
         let mut config = shoal_autoscaler::AutoscalerConfig {
             informers: Some(informers.clone()),
             // A usage sample averages over the node's period (CPU readiness depends on it).
@@ -306,7 +377,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         ));
     }
     if runs(UpActor::Node) {
-        let name = args.node_name.clone().unwrap_or_else(crate::node::hostname);
+        let name = node_name.clone();
         let backend =
             crate::node::linux_backend(data_dir.join("node"), &args.bridge, &args.pod_cidr, &name)?;
         let mut config = shoal_agent::AgentConfig::new(name, args.pod_cidr.clone());
@@ -319,7 +390,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
                 _ => gateway,
             })
             .to_string();
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let (nats, shutdown) = (connect_as(UpActor::Node).await?, shutdown.clone());
         tasks.push((
             "node",
             actix::spawn(async move {
@@ -330,7 +401,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         ));
     }
     let kubeconfig = if runs(UpActor::Gateway) {
-        start_gateway(&args, &data_dir, &url, &shutdown, &mut tasks).await?
+        start_gateway(&args, &data_dir, &url, &creds, &shutdown, &mut tasks).await?
     } else {
         None
     };
@@ -403,6 +474,7 @@ async fn start_gateway(
     args: &UpArgs,
     data_dir: &std::path::Path,
     url: &str,
+    actor_creds: &ActorCreds,
     shutdown: &shoal_bus::shutdown::Shutdown,
     tasks: &mut Vec<(&'static str, tokio::task::JoinHandle<()>)>,
 ) -> Result<Option<(PathBuf, std::net::SocketAddr)>> {
@@ -415,14 +487,17 @@ async fn start_gateway(
         tls: Some(creds.clone()),
     };
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let (url, shutdown) = (url.to_string(), shutdown.clone());
+    let (url, shutdown, actor_creds) = (url.to_string(), shutdown.clone(), actor_creds.clone());
     tasks.push((
         "gateway",
         on_own_thread("gateway", move || async move {
-            let nats = match shoal_bus::connect(&url, "shoal-up-gateway").await {
+            let nats = match actor_creds
+                .connect(&url, "shoal-up-gateway", &Role::Gateway)
+                .await
+            {
                 Ok(nats) => nats,
                 Err(e) => {
-                    eprintln!("error: gateway: connecting to {url}: {e}");
+                    eprintln!("error: gateway: connecting to {url}: {e:#}");
                     return;
                 }
             };
