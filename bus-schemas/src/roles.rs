@@ -144,6 +144,8 @@ impl Role {
             Role::Scheduler => {
                 p.publish_allow = strings(&[
                     "shoal.v1.api.pod.>",
+                    // Its allocation ledger's namespace, made on first start.
+                    "shoal.v1.api.namespace.create",
                     "shoal.v1.api.event.>",
                     "shoal.v1.api.lease.>",
                     "shoal.v1.api.persistentvolumeclaim.>",

@@ -76,9 +76,7 @@ pub async fn connect(
     let identity = auth.describe();
     auth.apply(async_nats::ConnectOptions::new())
         .event_callback(move |event| {
-            if let async_nats::Event::ServerError(error) = &event {
-                violations::report(&inbox, &identity, error);
-            }
+            violations::report(&inbox, &identity, &event);
             async {}
         })
         .name(name)

@@ -62,14 +62,22 @@ pub fn subscribe() -> broadcast::Receiver<Violation> {
     FEED.subscribe()
 }
 
-/// Records what the server said, when it is a refusal.
-pub(crate) fn report(inbox: &str, identity: &str, error: &async_nats::ServerError) {
-    let kind = match error {
-        async_nats::ServerError::AuthorizationViolation => ViolationKind::Credential,
-        async_nats::ServerError::Other(text) => match parse(text) {
+/// Records a connection event, when it is a refusal: the server's error about a publish or
+/// subscription, or its refusal of the credential (said on a live connection, or found by
+/// the client when reconnecting after the server dropped a revoked identity silently).
+pub(crate) fn report(inbox: &str, identity: &str, event: &async_nats::Event) {
+    use async_nats::{ClientError, Event, ServerError};
+    let kind = match event {
+        Event::ServerError(ServerError::AuthorizationViolation) => ViolationKind::Credential,
+        Event::ServerError(ServerError::Other(text)) => match parse(text) {
             Some(kind) => kind,
             None => return,
         },
+        Event::ClientError(ClientError::Other(text))
+            if text.to_lowercase().contains("authorization violation") =>
+        {
+            ViolationKind::Credential
+        }
         _ => return,
     };
     let _ = FEED.send(Violation {

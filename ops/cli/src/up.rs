@@ -254,10 +254,18 @@ pub async fn run(args: UpArgs) -> Result<()> {
             })
         };
         tasks.push(("api", task));
-        let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
-        shoal_api::bootstrap(&api)
-            .await
-            .context("creating the cluster's namespaces")?;
+        // The API actors serve requests but may not send them: the namespaces are created
+        // through the API as the controllers would.
+        let client = creds
+            .connect(&url, "shoal-up-bootstrap", &Role::Controllers)
+            .await?;
+        let api = ApiClient::new(client).with_deadline(Duration::from_secs(30));
+        match shoal_api::bootstrap(&api).await {
+            Ok(()) => {}
+            // A joined API replica with an API credential alone: the first process did this.
+            Err(e) if args.join.is_some() && e.is(bus_schemas::Reason::Forbidden) => {}
+            Err(e) => return Err(e).context("creating the cluster's namespaces"),
+        }
     }
     // Each actor connects as its own identity, confined to what its role may do.
     let connect_as = |actor: UpActor| {

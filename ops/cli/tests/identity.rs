@@ -103,6 +103,36 @@ impl Cluster {
         out
     }
 
+    /// A hollow node agent named `name`, with a node credential issued for it; returns
+    /// once the node is registered.
+    fn hollow_node(&self, name: &str) -> Running {
+        let creds = self.data_dir().join(format!("{name}.nk"));
+        let (ok, _, err) = self.creds(&[
+            "create",
+            "--role",
+            "node",
+            "--name",
+            name,
+            "-o",
+            creds.to_str().unwrap(),
+        ]);
+        assert!(ok, "{err}");
+        let node = self
+            .command(Some(&creds), &["node", "--hollow", "--name", name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .tied_to_this_thread()
+            .spawn()
+            .unwrap();
+        let node = Running(node);
+        wait_until(&format!("node {name} registered"), || {
+            self.shoal(Some(&self.admin()), &["get", "no", "-o", "name"])
+                .1
+                .contains(&format!("node/{name}"))
+        });
+        node
+    }
+
     /// `shoal creds ARGS` on this cluster's data dir.
     fn creds(&self, args: &[&str]) -> (bool, String, String) {
         let mut all = vec!["creds"];
@@ -185,10 +215,11 @@ fn a_viewer_reads_but_may_not_write_or_exec_and_a_revoked_one_is_cut_off() {
     let (_, pods, _) = cluster.shoal(Some(&cluster.admin()), &["get", "pods", "-o", "name"]);
     assert!(!pods.contains("by-viewer"), "nothing was written: {pods}");
 
-    // exec: a pod placed on a node (whether or not an agent runs there), as the admin.
+    // exec: a pod on a (hollow) node, placed there by the admin.
+    let admin = cluster.admin();
+    let _ghost = cluster.hollow_node("ghost");
     let placed = POD.replace("by-viewer", "placed") + "  nodeName: ghost\n";
     std::fs::write(&manifest, placed).unwrap();
-    let admin = cluster.admin();
     let (ok, _, err) = cluster.shoal(Some(&admin), &["apply", "-f", manifest.to_str().unwrap()]);
     assert!(ok, "{err}");
     let (ok, _, err) = cluster.shoal(Some(&alice), &["exec", "placed", "--", "true"]);
@@ -247,17 +278,8 @@ fn a_viewer_reads_but_may_not_write_or_exec_and_a_revoked_one_is_cut_off() {
 #[test]
 fn a_node_credential_serves_only_its_own_node() {
     let cluster = Cluster::start();
+    let _h1 = cluster.hollow_node("h1");
     let creds = cluster.data_dir().join("h1.nk");
-    let (ok, _, err) = cluster.creds(&[
-        "create",
-        "--role",
-        "node",
-        "--name",
-        "h1",
-        "-o",
-        creds.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
     // Another node's name with h1's credential: refused before it starts.
     let (ok, _, err) = cluster.shoal(
         Some(&creds),
@@ -272,21 +294,6 @@ fn a_node_credential_serves_only_its_own_node() {
     );
     assert!(!ok);
     assert!(err.contains("role node:h2"), "{err}");
-
-    let node = cluster
-        .command(Some(&creds), &["node", "--hollow", "--name", "h1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .tied_to_this_thread()
-        .spawn()
-        .unwrap();
-    let _node = Running(node);
-    wait_until("node h1 registered", || {
-        cluster
-            .shoal(Some(&cluster.admin()), &["get", "no", "-o", "name"])
-            .1
-            .contains("node/h1")
-    });
 }
 
 #[test]
