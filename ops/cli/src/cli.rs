@@ -248,6 +248,11 @@ pub struct UpArgs {
     /// API replica of a cluster needs the same file.
     #[arg(long)]
     pub secret_key_file: Option<PathBuf>,
+    /// Clients (and the routes of a NATS cluster) speak TLS: a CA and a server certificate
+    /// are made on first start in DATA_DIR/auth/tls/, and clients need that CA (`--ca`,
+    /// SHOAL_CA; the CLI of this machine's user finds it by default).
+    #[arg(long)]
+    pub tls: bool,
     /// The global --creds: with --join, the actors' credential (a file, or a directory of
     /// `<identity>.nk` files).
     #[arg(skip)]

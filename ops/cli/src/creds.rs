@@ -73,9 +73,15 @@ pub fn connect_error(e: &async_nats::ConnectError, auth: &ClientAuth, url: &str)
             "the bus at {url} refused {}: the credential was revoked or belongs to another cluster (`shoal creds ls` on the cluster's machine)",
             auth.describe()
         ),
-        async_nats::ConnectErrorKind::Tls if auth.ca.is_none() => format!(
+        // The server's certificate is signed by the cluster's own CA: unknown without it.
+        _ if auth.ca.is_none()
+            && (e.kind() == async_nats::ConnectErrorKind::Tls
+                || e.to_string().contains("certificate")) =>
+        {
+            format!(
             "cannot verify the TLS certificate of {url} ({e}): pass --ca FILE or set SHOAL_CA (shoal up --tls wrote its CA to DATA_DIR/auth/tls/ca.pem)"
-        ),
+            )
+        }
         _ => format!(
             "cannot reach NATS at {url}: is the cluster running? (`shoal up`, or set --nats / SHOAL_NATS) [{e}]"
         ),

@@ -159,6 +159,13 @@ pub async fn run(args: UpArgs) -> Result<()> {
                 );
             }
             config.auth = Some(auth.clone());
+            if args.tls {
+                let hosts = [args.nats_host.clone()];
+                config.tls = Some(crate::bus_tls::load_or_create(
+                    &auth_path.join("tls"),
+                    &hosts,
+                )?);
+            }
             creds = ActorCreds::Local {
                 dir: auth,
                 ca: config.tls.as_ref().map(|t| t.ca.clone()),

@@ -37,11 +37,18 @@ impl Drop for Running {
 struct Cluster {
     dir: tempfile::TempDir,
     url: String,
+    /// The CA of a TLS bus, passed to every command.
+    ca: Option<PathBuf>,
     _up: Running,
 }
 
 impl Cluster {
     fn start() -> Cluster {
+        Cluster::start_with(&[])
+    }
+
+    /// `shoal up --no-node ARGS` in a fresh data dir, once it answers its admin.
+    fn start_with(args: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let up = Command::new(SHOAL)
@@ -49,6 +56,7 @@ impl Cluster {
             .args(["--gateway-listen", "127.0.0.1:0", "--metrics-addr", ""])
             .arg("--data-dir")
             .arg(dir.path())
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .tied_to_this_thread()
@@ -56,6 +64,9 @@ impl Cluster {
             .unwrap();
         let cluster = Cluster {
             url: format!("nats://127.0.0.1:{port}"),
+            ca: args
+                .contains(&"--tls")
+                .then(|| dir.path().join("auth/tls/ca.pem")),
             dir,
             _up: Running(up),
         };
@@ -88,6 +99,9 @@ impl Cluster {
             .env_remove("SHOAL_CA");
         if let Some(creds) = creds {
             command.env("SHOAL_CREDS", creds);
+        }
+        if let Some(ca) = &self.ca {
+            command.env("SHOAL_CA", ca);
         }
         command
     }
@@ -441,4 +455,40 @@ asyncio.run(main())
     ]);
     assert!(ok, "{err}");
     assert!(publish(&viewer).starts_with("refused"));
+}
+
+#[test]
+fn a_tls_bus_serves_clients_that_trust_its_ca_and_refuses_plaintext() {
+    let cluster = Cluster::start_with(&["--tls"]);
+    let admin = cluster.admin();
+    let (ok, _, err) = cluster.shoal(Some(&admin), &["get", "nodes"]);
+    assert!(ok, "{err}");
+    // Without the CA the client cannot verify the server (and will not talk plaintext).
+    let out = cluster
+        .command(Some(&admin), &["get", "nodes"])
+        .env_remove("SHOAL_CA")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("--ca"), "{err}");
+    // A client speaking plaintext NATS is refused by the server.
+    use std::io::{Read, Write};
+    let address = cluster.url.trim_start_matches("nats://");
+    let mut socket = std::net::TcpStream::connect(address).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut info = [0u8; 4096];
+    let n = socket.read(&mut info).unwrap();
+    let info = String::from_utf8_lossy(&info[..n]).into_owned();
+    assert!(info.contains("\"tls_required\":true"), "{info}");
+    let _ = socket.write_all(b"CONNECT {\"verbose\":false}\r\nPING\r\n");
+    let mut answer = Vec::new();
+    let _ = socket.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        !answer.contains("PONG"),
+        "a plaintext client was served: {answer}"
+    );
 }
