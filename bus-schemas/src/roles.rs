@@ -159,7 +159,7 @@ impl Role {
                 p.publish_allow = strings(&[
                     "shoal.v1.api.*.get",
                     "shoal.v1.api.*.list",
-                    "shoal.v1.api.event.create",
+                    "shoal.v1.api.event.>",
                     TRACES,
                 ]);
                 p.publish_allow.extend(read_stream(OBJECTS_STREAM));
@@ -173,7 +173,8 @@ impl Role {
                     "shoal.v1.api.*.update-scale",
                     "shoal.v1.api.*.get",
                     "shoal.v1.api.*.list",
-                    "shoal.v1.api.event.create",
+                    // A repeated event is updated (its count), not created again.
+                    "shoal.v1.api.event.>",
                     "shoal.v1.api.lease.>",
                     "shoal.v1.hooks.autoscale.>",
                     "shoal.v1.autoscaler.decisions.>",
@@ -185,6 +186,8 @@ impl Role {
                 p.publish_allow.extend(read_stream(OBJECTS_STREAM));
                 p.publish_allow
                     .extend(read_stream(subjects::METRICS_STREAM));
+                // Usage samples and external metrics arrive live: the scaling signal.
+                p.subscribe_allow.push(subjects::METRICS_ALL.to_string());
             }
             Role::Gateway | Role::Admin => {
                 p.publish_allow = strings(&[

@@ -160,7 +160,15 @@ pub async fn run(args: UpArgs) -> Result<()> {
             }
             config.auth = Some(auth.clone());
             if args.tls {
-                let hosts = [args.nats_host.clone()];
+                // The peers' names too: the servers of one cluster share these files, and
+                // each end of a route verifies the other's certificate.
+                let mut hosts = vec![args.nats_host.clone()];
+                if let Some(routes) = &args.routes {
+                    hosts.extend(shoal_bus::server_urls(routes).iter().filter_map(|u| {
+                        let hostport = u.split("://").last()?;
+                        Some(hostport.rsplit_once(':').map_or(hostport, |(h, _)| h).to_string())
+                    }));
+                }
                 config.tls = Some(crate::bus_tls::load_or_create(
                     &auth_path.join("tls"),
                     &hosts,
