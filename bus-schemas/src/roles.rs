@@ -127,10 +127,20 @@ impl Role {
                 let node = encode_token(node);
                 p.publish_allow = vec![
                     format!("shoal.v1.node.{node}.>"),
-                    format!("shoal.v1.logs.{node}.>"),
+                    // Log subjects name the pod, not its node (`shoal.v1.logs.<ns>.<pod>.
+                    // <container>`): a node may write any pod's log lines. Confining it needs
+                    // the node in the subject, a change of the contract.
+                    subjects::LOGS_ALL.to_string(),
                     format!("shoal.v1.metrics.{node}.>"),
                     format!("shoal.v1.agent.{node}.>"),
-                    format!("shoal.v1.traces.node.{node}"),
+                    // Spans go to `shoal.v1.traces.<actor>`, which names no node either.
+                    TRACES.to_string(),
+                    // The node's volume provisioner: local volumes made for claims
+                    // (`storage::provisioner`), and the events saying why one cannot be.
+                    "shoal.v1.api.persistentvolume.>".to_string(),
+                    "shoal.v1.api.persistentvolumeclaim.update".to_string(),
+                    "shoal.v1.api.persistentvolumeclaim.update-status".to_string(),
+                    "shoal.v1.api.event.create".to_string(),
                 ];
                 p.publish_allow.extend(read_stream(OBJECTS_STREAM));
                 p.publish_allow.extend(read_stream(IMAGES_STREAM));
@@ -140,6 +150,8 @@ impl Role {
             Role::Controllers => {
                 p.publish_allow = strings(&[subjects::API_ALL, TRACES]);
                 p.publish_allow.extend(read_stream(OBJECTS_STREAM));
+                // Answers the test clock (`SHOAL_TEST_CLOCK=bus`) when tests set it.
+                p.allow_responses = true;
             }
             Role::Scheduler => {
                 p.publish_allow = strings(&[
@@ -420,6 +432,7 @@ mod tests {
         assert!(!p.may_publish(&subjects::api("pod", Verb::Create)));
         assert!(!p.may_publish(&subjects::metrics("n2", "default", "web")));
         assert!(p.may_publish(&subjects::metrics("n1", "default", "web")));
+        assert!(p.may_publish(&subjects::logs("default", "web", "c")));
         assert!(p.may_publish("$JS.API.CONSUMER.CREATE.SHOAL_OBJECTS"));
     }
 
