@@ -84,10 +84,7 @@ impl JetStreamExporter {
         Some(
             self.js
                 .get_or_try_init(|| async {
-                    let options = OPTIONS
-                        .get()
-                        .map(|make| make())
-                        .unwrap_or_else(async_nats::ConnectOptions::new);
+                    let options = OPTIONS.get().map(|make| make()).unwrap_or_default();
                     let nats = options
                         .name("shoal-traces")
                         .max_reconnects(None)

@@ -51,7 +51,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Start a one-machine cluster (nats-server + every actor) in the foreground.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Create or update objects from manifests.
     Apply(ApplyArgs),
     /// List objects.

@@ -186,7 +186,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
             args.creds = creds;
             args.ca = ca;
             let system = actix::System::new();
-            system.block_on(up::run(args))?;
+            system.block_on(up::run(*args))?;
             Ok(0)
         }
         Command::Node(args) => {

@@ -166,7 +166,12 @@ pub async fn run(args: UpArgs) -> Result<()> {
                 if let Some(routes) = &args.routes {
                     hosts.extend(shoal_bus::server_urls(routes).iter().filter_map(|u| {
                         let hostport = u.split("://").last()?;
-                        Some(hostport.rsplit_once(':').map_or(hostport, |(h, _)| h).to_string())
+                        Some(
+                            hostport
+                                .rsplit_once(':')
+                                .map_or(hostport, |(h, _)| h)
+                                .to_string(),
+                        )
                     }));
                 }
                 config.tls = Some(crate::bus_tls::load_or_create(
