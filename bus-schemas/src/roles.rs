@@ -52,6 +52,20 @@ pub struct Permissions {
     pub allow_responses: bool,
 }
 
+/// Every role's kind, as [`Role::kind`] names it (and `shoal creds describe` takes it).
+pub const KINDS: [&str; 10] = [
+    "api",
+    "node",
+    "controllers",
+    "scheduler",
+    "naming",
+    "autoscaler",
+    "gateway",
+    "admin",
+    "viewer",
+    "integration",
+];
+
 /// The roles `shoal creds create` issues to people and integrations; the others are the
 /// cluster's own actors, provisioned by `shoal up`.
 pub const ISSUABLE: [&str; 4] = ["viewer", "integration", "admin", "node"];
@@ -116,7 +130,10 @@ impl Role {
                     format!("shoal.v1.logs.{node}.>"),
                     format!("shoal.v1.metrics.{node}.>"),
                     format!("shoal.v1.agent.{node}.>"),
-                    format!("shoal.v1.traces.node.{node}"),
+                    // A node process publishes its spans on `shoal.v1.traces.node.<node>`, but
+                    // a hollow fleet's one exporter speaks for all its nodes: spans are
+                    // observations, not state, so any traces subject is allowed.
+                    TRACES.to_string(),
                 ];
                 p.publish_allow.extend(read_stream(OBJECTS_STREAM));
                 p.publish_allow.extend(read_stream(IMAGES_STREAM));
@@ -132,11 +149,11 @@ impl Role {
             Role::Scheduler => {
                 p.publish_allow = strings(&[
                     "shoal.v1.api.pod.>",
+                    // Its allocation ledger's namespace, made on first start.
+                    "shoal.v1.api.namespace.create",
                     "shoal.v1.api.event.>",
                     "shoal.v1.api.lease.>",
                     "shoal.v1.api.persistentvolumeclaim.>",
-                    // Its allocation records' namespace, made at start if absent.
-                    "shoal.v1.api.namespace.create",
                     "shoal.v1.api.*.get",
                     "shoal.v1.api.*.list",
                     TRACES,
@@ -147,7 +164,7 @@ impl Role {
                 p.publish_allow = strings(&[
                     "shoal.v1.api.*.get",
                     "shoal.v1.api.*.list",
-                    "shoal.v1.api.event.create",
+                    "shoal.v1.api.event.>",
                     TRACES,
                 ]);
                 p.publish_allow.extend(read_stream(OBJECTS_STREAM));
@@ -161,7 +178,8 @@ impl Role {
                     "shoal.v1.api.*.update-scale",
                     "shoal.v1.api.*.get",
                     "shoal.v1.api.*.list",
-                    "shoal.v1.api.event.create",
+                    // A repeated event is updated (its count), not created again.
+                    "shoal.v1.api.event.>",
                     "shoal.v1.api.lease.>",
                     "shoal.v1.hooks.autoscale.>",
                     "shoal.v1.autoscaler.decisions.>",
@@ -414,6 +432,10 @@ mod tests {
         assert!(!p.may_publish(&subjects::api("pod", Verb::Create)));
         assert!(!p.may_publish(&subjects::metrics("n2", "default", "web")));
         assert!(p.may_publish(&subjects::metrics("n1", "default", "web")));
+        assert!(p.may_publish(&subjects::logs("n1", "default", "web", "c")));
+        assert!(!p.may_publish(&subjects::logs("n2", "default", "web", "c")));
+        assert!(!p.may_publish(&subjects::api("persistentvolume", Verb::Create)));
+        assert!(p.may_publish(&subjects::node_report("n1", NodeReport::VolumeCreate)));
         assert!(p.may_publish("$JS.API.CONSUMER.CREATE.SHOAL_OBJECTS"));
     }
 

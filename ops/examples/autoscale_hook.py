@@ -8,11 +8,12 @@ decision. This hook sizes a worker pool by its backlog: one replica per CAPACITY
 summed over the HPA's External metrics, instead of the built-in ratio to the target. The
 autoscaler still applies minReplicas/maxReplicas and `behavior` to the answer.
 
-    python3 autoscale_hook.py --nats nats://127.0.0.1:4222 --name per-five --capacity 5 \
-        --creds integration.nk
+    python3 autoscale_hook.py --nats nats://127.0.0.1:4222 --creds integration.nk \
+        --name per-five --capacity 5
 
-The credential is an `integration` identity's nkey seed file (`shoal creds create
-integration`): serving hooks is what that role may do. Without --creds, $SHOAL_CREDS.
+The bus admits only known identities: `--creds` (or SHOAL_CREDS) is a credential of role
+`integration` (`shoal creds create --role integration --name hooks -o integration.nk`), an
+nkey seed file. Replies come back under the identity's private inbox prefix.
 """
 
 import argparse
@@ -22,6 +23,7 @@ import math
 import os
 
 import nats
+import nkeys
 
 SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
 
@@ -56,6 +58,23 @@ def decide(request, capacity):
     }
 
 
+def public_key(creds):
+    """The public key of the seed in `creds`: it names the identity's private inbox."""
+    with open(creds, "rb") as f:
+        seed = bytearray(f.read().strip())
+    return nkeys.from_seed(seed).public_key.decode()
+
+
+async def connect(url, creds, name):
+    """Connects as the identity of `creds`, with its inbox prefix (the only one it may read)."""
+    return await nats.connect(
+        url,
+        name=name,
+        nkeys_seed=creds,
+        inbox_prefix="_INBOX." + public_key(creds),
+    )
+
+
 async def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nats", default="nats://127.0.0.1:4222")
@@ -63,15 +82,14 @@ async def main():
     parser.add_argument("--capacity", type=float, default=5.0, help="items one replica handles")
     parser.add_argument(
         "--creds",
-        default=os.environ.get("SHOAL_CREDS") or None,
-        help="the nkey seed file of an integration identity (default: $SHOAL_CREDS)",
+        default=os.environ.get("SHOAL_CREDS"),
+        help="the identity's credential, an nkey seed file (default: $SHOAL_CREDS)",
     )
     args = parser.parse_args()
+    if not args.creds:
+        parser.error("--creds FILE (or SHOAL_CREDS) is required: the bus refuses anonymous connections")
 
-    options = {"name": f"autoscale-hook-{args.name}"}
-    if args.creds:
-        options["nkeys_seed"] = args.creds
-    client = await nats.connect(args.nats, **options)
+    client = await connect(args.nats, args.creds, f"autoscale-hook-{args.name}")
 
     async def answer(msg):
         try:

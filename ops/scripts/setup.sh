@@ -33,9 +33,10 @@ fi
 nats_ok || { echo "nats-server 2.15.1 is not on PATH after installing it; check pip's script directory" >&2; exit 1; }
 
 # The example autoscaling hook (ops/examples/autoscale_hook.py) that the tests run.
-if ! python3 -c 'import nats' >/dev/null 2>&1; then
-  say "installing nats-py (pip install nats-py)"
-  python3 -m pip install --quiet --disable-pip-version-check nats-py
+# nkeys: the hook signs in with an nkey credential.
+if ! python3 -c 'import nats, nkeys' >/dev/null 2>&1; then
+  say "installing nats-py with nkeys (pip install 'nats-py[nkeys]')"
+  python3 -m pip install --quiet --disable-pip-version-check 'nats-py[nkeys]'
 fi
 # The gateway's tests drive the stock kubectl and the Python `kubernetes` client.
 if ! command -v kubectl >/dev/null 2>&1; then

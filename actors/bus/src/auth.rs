@@ -137,6 +137,21 @@ impl AuthDir {
         Ok(auth)
     }
 
+    /// Opens `dir` as it is, creating nothing: for reading the registry, or issuing into a
+    /// directory `shoal up` provisioned.
+    pub fn open(dir: impl Into<PathBuf>) -> AuthDir {
+        AuthDir { dir: dir.into() }
+    }
+
+    /// The identity whose credential has this public key, revoked or not.
+    pub fn find_key(&self, public_key: &str) -> Result<Option<Identity>, AuthError> {
+        Ok(self
+            .load()?
+            .identities
+            .into_values()
+            .find(|i| i.public_key == public_key))
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -364,6 +379,8 @@ pub struct ClientAuth {
     seed: Option<String>,
     /// The CA that signed the server's certificate: set, the connection requires TLS.
     pub ca: Option<PathBuf>,
+    /// Who this is, as people know it (`identity viewer1 (role viewer)`), for messages.
+    pub identity: Option<String>,
 }
 
 impl std::fmt::Debug for ClientAuth {
@@ -404,6 +421,7 @@ impl ClientAuth {
         Ok(ClientAuth {
             seed: Some(seed.to_string()),
             ca: None,
+            identity: None,
         })
     }
 
@@ -422,6 +440,20 @@ impl ClientAuth {
     pub fn with_ca(mut self, ca: Option<PathBuf>) -> ClientAuth {
         self.ca = ca;
         self
+    }
+
+    pub fn with_identity(mut self, identity: impl Into<String>) -> ClientAuth {
+        self.identity = Some(identity.into());
+        self
+    }
+
+    /// Who this credential is, for messages: its identity when known, else its key.
+    pub fn describe(&self) -> String {
+        match (&self.identity, self.public_key()) {
+            (Some(identity), _) => identity.clone(),
+            (None, Some(key)) => format!("the credential {key}"),
+            (None, None) => "an anonymous connection".to_string(),
+        }
     }
 
     pub fn public_key(&self) -> Option<String> {

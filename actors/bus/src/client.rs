@@ -292,7 +292,11 @@ impl ApiClient {
             let attempt =
                 self.nats
                     .request_with_headers(subject.clone(), headers.clone(), body.clone());
-            let outcome = tokio::time::timeout(self.attempt_timeout, attempt).await;
+            let attempt = tokio::time::timeout(self.attempt_timeout, attempt);
+            // Refused by the server (the role may not publish there): no retry can succeed.
+            let outcome = crate::violations::refused_or(&self.nats, &subject, attempt)
+                .await
+                .map_err(|v| ApiError::Status(Status::new(Reason::Forbidden, v.to_string())))?;
             let detail = match outcome {
                 Ok(Ok(msg)) => {
                     return Ok(RawReply {

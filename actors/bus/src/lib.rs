@@ -12,6 +12,8 @@
 //!   [`tied`]: children that die with the process that started
 //!   them (`PR_SET_PDEATHSIG` from a spawner thread of their own); [`orphan`]: stops a
 //!   nats-server a crashed `shoal up` left on its data dir.
+//! - [`violations`]: the server's refusals of what a connection's role does not allow, so
+//!   a refused request fails at once with a permission error instead of timing out.
 //! - [`netns`]: async work inside another network namespace (a test fabric's host).
 //! - [`store`]: the JetStream state log: raw get, list and CAS write of object versions.
 //! - [`watch`]: resumable watches from a revision, across reconnects and server restarts.
@@ -46,6 +48,7 @@ pub mod reconcile_span;
 pub mod shutdown;
 pub mod store;
 pub mod tied;
+pub mod violations;
 pub mod watch;
 pub mod workqueue;
 
@@ -66,7 +69,16 @@ pub async fn connect(
     name: &str,
     auth: &auth::ClientAuth,
 ) -> Result<async_nats::Client, async_nats::ConnectError> {
+    let inbox = match auth.public_key() {
+        Some(key) => bus_schemas::roles::inbox_prefix(&key),
+        None => "_INBOX".to_string(),
+    };
+    let identity = auth.describe();
     auth.apply(async_nats::ConnectOptions::new())
+        .event_callback(move |event| {
+            violations::report(&inbox, &identity, &event);
+            async {}
+        })
         .name(name)
         .max_reconnects(None)
         .connection_timeout(std::time::Duration::from_secs(5))

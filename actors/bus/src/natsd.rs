@@ -131,7 +131,7 @@ impl NatsdConfig {
             ));
         }
         if let Some(cluster) = &self.cluster {
-            conf.push_str(&cluster.render());
+            conf.push_str(&cluster.render_with_tls(self.tls.as_ref()));
         }
         conf
     }

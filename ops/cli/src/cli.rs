@@ -19,6 +19,15 @@ pub struct Cli {
         default_value = "nats://127.0.0.1:4222"
     )]
     pub nats: String,
+    /// The credential (an nkey seed file) to connect with. Default: the admin credential
+    /// `shoal up` wrote into this user's data dir, when there is one. `shoal up --join`
+    /// and `shoal node` take a directory too: each actor then uses `DIR/<identity>.nk`.
+    #[arg(long, global = true, env = "SHOAL_CREDS")]
+    pub creds: Option<PathBuf>,
+    /// The CA certificate of a TLS bus (`shoal up --tls`). Default: the one `shoal up`
+    /// wrote into this user's data dir, when there is one.
+    #[arg(long, global = true, env = "SHOAL_CA")]
+    pub ca: Option<PathBuf>,
     /// More log output (-v info, -vv debug); SHOAL_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -42,7 +51,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Start a one-machine cluster (nats-server + every actor) in the foreground.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Create or update objects from manifests.
     Apply(ApplyArgs),
     /// List objects.
@@ -87,6 +96,11 @@ pub enum Command {
     Exec(crate::exec::ExecArgs),
     /// Show CPU and memory use of pods or nodes.
     Top(crate::top::TopArgs),
+    /// Issue, list, revoke and describe the identities that may use the bus.
+    Creds {
+        #[command(subcommand)]
+        command: crate::creds::CredsCommand,
+    },
     /// Show a trace as a waterfall: `deploy/NAME` (its latest rollout), `pod/NAME`, or a trace id.
     Trace(crate::trace::TraceArgs),
 }
@@ -239,6 +253,18 @@ pub struct UpArgs {
     /// API replica of a cluster needs the same file.
     #[arg(long)]
     pub secret_key_file: Option<PathBuf>,
+    /// Clients (and the routes of a NATS cluster) speak TLS: a CA and a server certificate
+    /// are made on first start in DATA_DIR/auth/tls/, and clients need that CA (`--ca`,
+    /// SHOAL_CA; the CLI of this machine's user finds it by default).
+    #[arg(long)]
+    pub tls: bool,
+    /// The global --creds: with --join, the actors' credential (a file, or a directory of
+    /// `<identity>.nk` files).
+    #[arg(skip)]
+    pub creds: Option<PathBuf>,
+    /// The global --ca.
+    #[arg(skip)]
+    pub ca: Option<PathBuf>,
 }
 
 /// What `shoal up --actors` can start.

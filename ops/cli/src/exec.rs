@@ -60,20 +60,23 @@ pub async fn run(session: &Session, args: ExecArgs) -> Result<i32> {
         ..Default::default()
     };
     let subject = subjects::agent_request(&pod.spec.node_name, "exec");
-    let reply = tokio::time::timeout(
+    let answer = tokio::time::timeout(
         Duration::from_secs(args.timeout as u64 + 10),
         session
             .nats
-            .request(subject, codec::to_msgpack(&request)?.into()),
-    )
-    .await
-    .context("the node agent did not answer in time")?
-    .with_context(|| {
-        format!(
-            "node {:?} did not answer: is its agent running?",
-            pod.spec.node_name
-        )
-    })?;
+            .request(subject.clone(), codec::to_msgpack(&request)?.into()),
+    );
+    // A credential without exec rights is refused by the server at once: say so.
+    let reply = shoal_bus::violations::refused_or(&session.nats, &subject, answer)
+        .await
+        .map_err(|v| anyhow::anyhow!("{v}"))?
+        .context("the node agent did not answer in time")?
+        .with_context(|| {
+            format!(
+                "node {:?} did not answer: is its agent running?",
+                pod.spec.node_name
+            )
+        })?;
     let reply: ExecReply = codec::from_msgpack(&reply.payload)?;
     if !reply.error.is_empty() {
         bail!("{}", reply.error);

@@ -15,12 +15,17 @@
 //! - `rollout`, `scale`, `nodes`: workload commands (rollout, scale, cordon/uncordon/drain).
 //! - here: dispatch, and each command's field manager (`shoal`, `shoal-label`, …) for
 //!   `metadata.managedFields`.
+//! - `bus_tls`: the CA and server certificate of `shoal up --tls`.
+//! - `creds`: the CLI's credential (`--creds`, `--ca`) and `shoal creds`.
 //! - `trace`: `shoal trace`, a trace from SHOAL_TRACES as a waterfall or OTLP JSON.
 
+mod actor_creds;
 mod apply;
+mod bus_tls;
 mod cli;
 mod cluster;
 mod create;
+mod creds;
 mod delete;
 mod describe;
 mod describe_pod;
@@ -137,8 +142,14 @@ fn init_telemetry(
     })?;
     // `shoal up` names its NATS once it has started or joined it; `shoal node` once it
     // knows its node's name (its spans go to that node's subject).
-    if !matches!(&cli.command, cli::Command::Up(_) | cli::Command::Node(_)) {
-        shoal_telemetry::jetstream::export_to(&cli.nats);
+    if !matches!(
+        &cli.command,
+        cli::Command::Up(_) | cli::Command::Node(_) | cli::Command::Creds { .. }
+    ) {
+        // Spans go out as the command's own identity; without a usable one, nowhere.
+        if let Ok(auth) = creds::resolve(cli.creds.as_deref(), cli.ca.as_deref()) {
+            shoal_telemetry::jetstream::export_as(&cli.nats, move |options| auth.apply(options));
+        }
     }
     Ok(telemetry)
 }
@@ -167,17 +178,22 @@ fn command_span(command: &cli::Command) -> tracing::Span {
 fn run(cli: cli::Cli) -> anyhow::Result<i32> {
     use cli::Command;
     let nats_url = cli.nats.clone();
+    let (creds, ca) = (cli.creds.clone(), cli.ca.clone());
     match cli.command {
-        Command::Up(args) => {
+        Command::Creds { command } => creds::run(command),
+        Command::Up(mut args) => {
+            args.creds = creds;
+            args.ca = ca;
             let system = actix::System::new();
-            system.block_on(up::run(args))?;
+            system.block_on(up::run(*args))?;
             Ok(0)
         }
         Command::Node(args) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
-            runtime.block_on(node::run(&nats_url, args))?;
+            let auth = up::joined_creds(creds.as_deref(), ca.as_deref())?;
+            runtime.block_on(node::run(&nats_url, &auth, args))?;
             Ok(0)
         }
         command => {
@@ -187,7 +203,8 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
             let span = command_span(&command);
             runtime.block_on(tracing::Instrument::instrument(
                 async move {
-                    let session = remote::Session::connect(&nats_url)
+                    let auth = creds::resolve(creds.as_deref(), ca.as_deref())?;
+                    let session = remote::Session::connect(&nats_url, &auth)
                         .await?
                         .with_field_manager(field_manager_of(&command));
                     match command {
@@ -212,7 +229,9 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                         Command::Exec(a) => exec::run(&session, a).await,
                         Command::Top(a) => top::run(&session, a).await,
                         Command::Trace(a) => trace::run(&session, a).await,
-                        Command::Up(_) | Command::Node(_) => unreachable!("handled above"),
+                        Command::Up(_) | Command::Node(_) | Command::Creds { .. } => {
+                            unreachable!("handled above")
+                        }
                     }
                 },
                 span,

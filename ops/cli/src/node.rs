@@ -4,12 +4,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use bus_schemas::roles::Role;
 use shoal_agent::{AgentConfig, Backend};
 use shoal_bus::{InformerFactory, Store};
 use shoal_node::net::NetworkConfig;
 use shoal_node::runtime::RuntimeConfig;
 use shoal_node::{HollowConfig, HollowRuntime, LinuxRuntime};
 
+use crate::actor_creds::ActorCreds;
 use crate::cli::NodeArgs;
 
 pub fn hostname() -> String {
@@ -108,30 +110,47 @@ pub fn linux_backend_in(
     Ok(Backend::Linux(Arc::new(runtime)))
 }
 
-pub async fn run(url: &str, args: NodeArgs) -> Result<()> {
+pub async fn run(url: &str, creds: &ActorCreds, args: NodeArgs) -> Result<()> {
     let net = args.net.clone();
-    run_with(url, args, net).await
+    run_with(url, creds, args, net).await
 }
 
-pub async fn run_with(url: &str, args: NodeArgs, net: NodeNetArgs) -> Result<()> {
+pub async fn run_with(
+    url: &str,
+    creds: &ActorCreds,
+    args: NodeArgs,
+    net: NodeNetArgs,
+) -> Result<()> {
     args.security.validate()?;
-    let nats = shoal_bus::connect(url, "shoal-node")
-        .await
-        .with_context(|| format!("connecting to {url}"))?;
-    let store = Store::open(nats.clone()).await?;
-    let informers = InformerFactory::new(store);
     let base = args.name.clone().unwrap_or_else(hostname);
+    let count = if args.hollow { args.count.max(1) } else { 1 };
+    let names: Vec<String> = (0..count)
+        .map(|i| {
+            if args.hollow && count > 1 {
+                format!("{base}-{i}")
+            } else {
+                base.clone()
+            }
+        })
+        .collect();
+    // One connection per node: each node's credential confines it to its own subjects.
+    let mut connections = Vec::new();
+    for name in &names {
+        let nats = creds
+            .connect(url, "shoal-node", &Role::Node(name.clone()))
+            .await
+            .with_context(|| format!("connecting to {url}"))?;
+        crate::actor_creds::check_node(&nats, name).await?;
+        connections.push(nats);
+    }
+    let store = Store::open(connections[0].clone()).await?;
+    let informers = InformerFactory::new(store);
     // Hollow nodes sharing this process share one subject for its spans: the base name.
-    shoal_telemetry::jetstream::export_as_node(url, &base);
+    let traces_auth = creds.for_role(&Role::Node(names[0].clone()))?;
+    shoal_telemetry::jetstream::export_as_node(url, &base, move |o| traces_auth.apply(o));
     let (trigger, shutdown) = shoal_bus::shutdown::channel();
     let mut tasks = Vec::new();
-    let count = if args.hollow { args.count.max(1) } else { 1 };
-    for i in 0..count {
-        let name = if args.hollow && count > 1 {
-            format!("{base}-{i}")
-        } else {
-            base.clone()
-        };
+    for (i, (name, nats)) in names.into_iter().zip(connections).enumerate() {
         let mut config = AgentConfig::new(name.clone(), args.pod_cidr.clone());
         config.host_ip = args.host_ip.clone();
         config.backoff_base = std::time::Duration::from_secs(args.backoff_seconds.max(1));
@@ -172,7 +191,7 @@ pub async fn run_with(url: &str, args: NodeArgs, net: NodeNetArgs) -> Result<()>
                 &args.security,
             )?
         };
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let shutdown = shutdown.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = shoal_agent::run(config, backend, nats, shutdown.wait()).await {
                 eprintln!("error: node agent {name}: {e}");

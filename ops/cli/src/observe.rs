@@ -14,11 +14,14 @@ pub async fn start(
     url: &str,
     metrics_addr: &str,
     nats: async_nats::Client,
+    auth: shoal_bus::auth::ClientAuth,
     as_node: Option<&str>,
 ) -> Observing {
     match as_node {
-        Some(node) => shoal_telemetry::jetstream::export_as_node(url, node),
-        None => shoal_telemetry::jetstream::export_to(url),
+        Some(node) => {
+            shoal_telemetry::jetstream::export_as_node(url, node, move |o| auth.apply(o))
+        }
+        None => shoal_telemetry::jetstream::export_as(url, move |o| auth.apply(o)),
     }
     actix::spawn(shoal_telemetry::serve::watch_nats(nats));
     if metrics_addr.is_empty() {

@@ -1,13 +1,15 @@
 //! Untyped access to the API: objects as JSON values, for commands that treat every kind
 //! alike (get, describe, delete, label).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bus_schemas::api::{ListOptions, ObjectList, ObjectRef};
 use bus_schemas::subjects::Verb;
 use bus_schemas::{codec, KindInfo};
 use serde::Serialize;
 use serde_json::Value;
+use shoal_bus::auth::ClientAuth;
 use shoal_bus::client::decode_reply;
+use shoal_bus::violations::{self, ViolationKind};
 use shoal_bus::{ApiClient, ApiError};
 
 pub struct Session {
@@ -17,10 +19,11 @@ pub struct Session {
 }
 
 impl Session {
-    pub async fn connect(url: &str) -> Result<Session> {
-        let nats = shoal_bus::connect(url, "shoal-cli").await.with_context(|| {
-            format!("cannot reach NATS at {url}: is the cluster running? (`shoal up`, or set --nats / SHOAL_NATS)")
-        })?;
+    pub async fn connect(url: &str, auth: &ClientAuth) -> Result<Session> {
+        let nats = shoal_bus::connect(url, "shoal-cli", auth)
+            .await
+            .map_err(|e| anyhow::anyhow!(crate::creds::connect_error(&e, auth, url)))?;
+        end_when_refused(&nats);
         Ok(Session {
             // As kubectl shows a server's `Warning:` headers.
             api: ApiClient::new(nats.clone())
@@ -90,6 +93,25 @@ impl Session {
             options.continue_token = page.metadata.continue_token;
         }
     }
+}
+
+/// A command whose credential the bus stops accepting (revoked while it runs: a watch, a
+/// log follow) ends with that message instead of retrying forever.
+fn end_when_refused(nats: &async_nats::Client) {
+    let inbox = violations::inbox_of(nats);
+    let mut feed = violations::subscribe();
+    tokio::spawn(async move {
+        loop {
+            match feed.recv().await {
+                Ok(v) if v.inbox == inbox && v.kind == ViolationKind::Credential => {
+                    eprintln!("error: {v}");
+                    std::process::exit(1);
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                _ => {}
+            }
+        }
+    });
 }
 
 pub async fn version(session: &Session) -> Result<i32> {

@@ -7,10 +7,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use bus_schemas::roles::Role;
+use shoal_bus::auth::{default_name, AuthDir};
 use shoal_bus::natsd::{Natsd, NatsdConfig};
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::{ApiClient, InformerFactory, Store, StoreError};
 
+use crate::actor_creds::ActorCreds;
 use crate::cli::{UpActor, UpArgs};
 
 /// Oldest nats-server whose JetStream replies async-nats 0.51 decodes, with the durability
@@ -92,9 +95,33 @@ fn controllers_election(
     config
 }
 
+/// The role an actor runs as.
+fn role_of(actor: UpActor, node: &str) -> Role {
+    match actor {
+        UpActor::Api => Role::Api,
+        UpActor::Controllers => Role::Controllers,
+        UpActor::Scheduler => Role::Scheduler,
+        UpActor::Naming => Role::Naming,
+        UpActor::Autoscaler => Role::Autoscaler,
+        UpActor::Node => Role::Node(node.to_string()),
+        UpActor::Gateway => Role::Gateway,
+    }
+}
+
+/// The credentials of `shoal node` and of a joined `shoal up`: `--creds`, else SHOAL_CREDS.
+pub fn joined_creds(
+    creds: Option<&std::path::Path>,
+    ca: Option<&std::path::Path>,
+) -> Result<ActorCreds> {
+    ActorCreds::joined(creds, ca)
+}
+
 pub async fn run(args: UpArgs) -> Result<()> {
     args.node_security.validate()?;
     let wanted = actors_to_run(&args)?;
+    let node_name = args.node_name.clone().unwrap_or_else(crate::node::hostname);
+    // The process's own connection (state stream, shared caches) is its first actor's.
+    let main_role = role_of(wanted[0], &node_name);
     let runs = |a: UpActor| wanted.contains(&a);
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(&data_dir)
@@ -106,13 +133,57 @@ pub async fn run(args: UpArgs) -> Result<()> {
         .with_context(|| format!("resolving data dir {}", data_dir.display()))?;
 
     let mut natsd = None;
+    let creds;
     let url = match &args.join {
         Some(url) => {
+            creds = ActorCreds::joined(args.creds.as_deref(), args.ca.as_deref())?;
             warn_about_server(url, args.monitor.as_deref()).await;
             url.clone()
         }
         None => {
-            let config = crate::cluster::server_config(&args, &data_dir)?;
+            let mut config = crate::cluster::server_config(&args, &data_dir)?;
+            // Identities first: the server admits exactly those of this directory.
+            let auth_path = data_dir.join("auth");
+            let first_identities = !auth_path.join("identities.json").is_file();
+            let auth = AuthDir::provision(&auth_path)
+                .with_context(|| format!("provisioning identities in {}", auth_path.display()))?;
+            if runs(UpActor::Node) {
+                let role = Role::Node(node_name.clone());
+                auth.ensure(&role, &default_name(&role))
+                    .context("issuing this machine's node credential")?;
+            }
+            if first_identities {
+                eprintln!(
+                    "identities provisioned in {}: the admin credential is {} (the CLI uses it by default; `shoal creds create` issues more)",
+                    auth_path.display(),
+                    auth.creds_path("admin").display()
+                );
+            }
+            config.auth = Some(auth.clone());
+            if args.tls {
+                // The peers' names too: the servers of one cluster share these files, and
+                // each end of a route verifies the other's certificate.
+                let mut hosts = vec![args.nats_host.clone()];
+                if let Some(routes) = &args.routes {
+                    hosts.extend(shoal_bus::server_urls(routes).iter().filter_map(|u| {
+                        let hostport = u.split("://").last()?;
+                        Some(
+                            hostport
+                                .rsplit_once(':')
+                                .map_or(hostport, |(h, _)| h)
+                                .to_string(),
+                        )
+                    }));
+                }
+                config.tls = Some(crate::bus_tls::load_or_create(
+                    &auth_path.join("tls"),
+                    &hosts,
+                )?);
+            }
+            creds = ActorCreds::Local {
+                dir: auth,
+                ca: config.tls.as_ref().map(|t| t.ca.clone()),
+            };
             stop_orphaned_server(&config, &data_dir).await?;
             if std::net::TcpListener::bind(("127.0.0.1", args.port)).is_err() {
                 bail!(
@@ -131,14 +202,23 @@ pub async fn run(args: UpArgs) -> Result<()> {
             url
         }
     };
-    let nats = shoal_bus::connect(&url, "shoal-up")
+    let nats = creds
+        .connect(&url, "shoal-up", &main_role)
         .await
         .with_context(|| format!("connecting to {url}"))?;
+    if runs(UpActor::Node) && args.join.is_some() {
+        crate::actor_creds::check_node(&nats, &node_name).await?;
+    }
     // A process that is only a node agent publishes its spans as that node.
-    let as_node = (wanted == [UpActor::Node])
-        .then(|| args.node_name.clone().unwrap_or_else(crate::node::hostname));
-    let metrics =
-        crate::observe::start(&url, &args.metrics_addr, nats.clone(), as_node.as_deref()).await;
+    let as_node = (wanted == [UpActor::Node]).then(|| node_name.clone());
+    let metrics = crate::observe::start(
+        &url,
+        &args.metrics_addr,
+        nats.clone(),
+        creds.for_role(&main_role)?,
+        as_node.as_deref(),
+    )
+    .await;
 
     let marker = data_dir.join(MARKER);
     let store = match Store::open(nats.clone()).await {
@@ -198,13 +278,29 @@ pub async fn run(args: UpArgs) -> Result<()> {
             })
         };
         tasks.push(("api", task));
-        let api = ApiClient::new(nats.clone()).with_deadline(Duration::from_secs(30));
-        shoal_api::bootstrap(&api)
-            .await
-            .context("creating the cluster's namespaces")?;
+        // The API actors serve requests but may not send them: the namespaces are created
+        // through the API as the controllers would.
+        let client = creds
+            .connect(&url, "shoal-up-bootstrap", &Role::Controllers)
+            .await?;
+        let api = ApiClient::new(client).with_deadline(Duration::from_secs(30));
+        match shoal_api::bootstrap(&api).await {
+            Ok(()) => {}
+            // A joined API replica with an API credential alone: the first process did this.
+            Err(e) if args.join.is_some() && e.is(bus_schemas::Reason::Forbidden) => {}
+            Err(e) => return Err(e).context("creating the cluster's namespaces"),
+        }
     }
+    // Each actor connects as its own identity, confined to what its role may do.
+    let connect_as = |actor: UpActor| {
+        let (creds, url, role) = (creds.clone(), url.clone(), role_of(actor, &node_name));
+        async move {
+            let name = format!("shoal-up-{}", role.kind());
+            creds.connect(&url, &name, &role).await
+        }
+    };
     if runs(UpActor::Controllers) {
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let (nats, shutdown) = (connect_as(UpActor::Controllers).await?, shutdown.clone());
         let mut config = shoal_controllers::ControllersConfig {
             informers: Some(informers.clone()),
             ..Default::default()
@@ -236,6 +332,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
     }
     if runs(UpActor::Scheduler) {
         let (url, shutdown) = (url.clone(), shutdown.clone());
+        let creds = creds.clone();
         // Schedulers need no election: any number share the cluster through the per-node
         // allocation records (docs/architecture.md).
         let config = shoal_scheduler::SchedulerConfig {
@@ -250,10 +347,11 @@ pub async fn run(args: UpArgs) -> Result<()> {
         tasks.push((
             "scheduler",
             on_own_thread("scheduler", move || async move {
-                let nats = match shoal_bus::connect(&url, "shoal-up-scheduler").await {
+                let role = Role::Scheduler;
+                let nats = match creds.connect(&url, "shoal-up-scheduler", &role).await {
                     Ok(nats) => nats,
                     Err(e) => {
-                        eprintln!("error: scheduler: connecting to {url}: {e}");
+                        eprintln!("error: scheduler: connecting to {url}: {e:#}");
                         return;
                     }
                 };
@@ -276,7 +374,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
             informers: Some(informers.clone()),
             ..Default::default()
         };
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let (nats, shutdown) = (connect_as(UpActor::Naming).await?, shutdown.clone());
         tasks.push((
             "naming",
             actix::spawn(async move {
@@ -287,7 +385,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         ));
     }
     if runs(UpActor::Autoscaler) {
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let (nats, shutdown) = (connect_as(UpActor::Autoscaler).await?, shutdown.clone());
         let mut config = shoal_autoscaler::AutoscalerConfig {
             informers: Some(informers.clone()),
             // A usage sample averages over the node's period (CPU readiness depends on it).
@@ -311,7 +409,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         ));
     }
     if runs(UpActor::Node) {
-        let name = args.node_name.clone().unwrap_or_else(crate::node::hostname);
+        let name = node_name.clone();
         let backend = crate::node::linux_backend(
             data_dir.join("node"),
             &args.bridge,
@@ -329,7 +427,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
                 _ => gateway,
             })
             .to_string();
-        let (nats, shutdown) = (nats.clone(), shutdown.clone());
+        let (nats, shutdown) = (connect_as(UpActor::Node).await?, shutdown.clone());
         tasks.push((
             "node",
             actix::spawn(async move {
@@ -340,7 +438,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         ));
     }
     let kubeconfig = if runs(UpActor::Gateway) {
-        start_gateway(&args, &data_dir, &url, &shutdown, &mut tasks).await?
+        start_gateway(&args, &data_dir, &url, &creds, &shutdown, &mut tasks).await?
     } else {
         None
     };
@@ -413,6 +511,7 @@ async fn start_gateway(
     args: &UpArgs,
     data_dir: &std::path::Path,
     url: &str,
+    actor_creds: &ActorCreds,
     shutdown: &shoal_bus::shutdown::Shutdown,
     tasks: &mut Vec<(&'static str, tokio::task::JoinHandle<()>)>,
 ) -> Result<Option<(PathBuf, std::net::SocketAddr)>> {
@@ -425,14 +524,17 @@ async fn start_gateway(
         tls: Some(creds.clone()),
     };
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let (url, shutdown) = (url.to_string(), shutdown.clone());
+    let (url, shutdown, actor_creds) = (url.to_string(), shutdown.clone(), actor_creds.clone());
     tasks.push((
         "gateway",
         on_own_thread("gateway", move || async move {
-            let nats = match shoal_bus::connect(&url, "shoal-up-gateway").await {
+            let nats = match actor_creds
+                .connect(&url, "shoal-up-gateway", &Role::Gateway)
+                .await
+            {
                 Ok(nats) => nats,
                 Err(e) => {
-                    eprintln!("error: gateway: connecting to {url}: {e}");
+                    eprintln!("error: gateway: connecting to {url}: {e:#}");
                     return;
                 }
             };

@@ -17,7 +17,7 @@ const T: Duration = Duration::from_secs(30);
 
 /// Runs `shoal ARGS` against the cluster.
 async fn shoal(cluster: &LocalCluster, args: &[&str]) -> Out {
-    shoal_at(cluster.url(), args).await
+    shoal_at(cluster, args).await
 }
 
 async fn succeeds(cluster: &LocalCluster, args: &[&str]) -> String {

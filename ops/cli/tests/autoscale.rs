@@ -11,6 +11,7 @@ use std::time::Duration;
 use bus_schemas::api::{ListOptions, PodMetrics};
 use bus_schemas::kinds::{Deployment, Pod};
 use bus_schemas::meta::Condition;
+use bus_schemas::roles::Role;
 use bus_schemas::{codec, subjects};
 use shoal_api::local::{eventually, LocalCluster};
 use shoal_bus::shutdown;
@@ -21,8 +22,8 @@ use common::shoal_at;
 
 const T: Duration = Duration::from_secs(60);
 
-async fn shoal(url: &str, args: &[&str]) -> (bool, String) {
-    let out = shoal_at(url.to_string(), args).await;
+async fn shoal(cluster: &LocalCluster, args: &[&str]) -> (bool, String) {
+    let out = shoal_at(cluster, args).await;
     (out.ok, out.stdout)
 }
 
@@ -60,13 +61,15 @@ async fn mark_running(api: &shoal_bus::ApiClient) -> Vec<Pod> {
 async fn autoscale_get_and_describe_hpa() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    let url = cluster.url();
     let (_controllers, sd) = shutdown::channel();
     let config = shoal_controllers::ControllersConfig {
         informers: Some(cluster.informers.clone()),
         ..Default::default()
     };
-    let nats = cluster.nats.clone();
+    let nats = cluster
+        .connect_as(&Role::Controllers, "test-controllers")
+        .await
+        .unwrap();
     actix::spawn(async move {
         let _ = shoal_controllers::run(config, nats, sd.wait()).await;
     });
@@ -75,7 +78,10 @@ async fn autoscale_get_and_describe_hpa() {
         sync_period: Duration::from_millis(500),
         ..Default::default()
     };
-    let nats = cluster.nats.clone();
+    let nats = cluster
+        .connect_as(&Role::Autoscaler, "test-autoscaler")
+        .await
+        .unwrap();
     actix::spawn(async move {
         let _ = shoal_autoscaler::run(config, nats, sd.wait()).await;
     });
@@ -96,7 +102,7 @@ async fn autoscale_get_and_describe_hpa() {
     api.create(&web).await.unwrap();
 
     let (ok, out) = shoal(
-        &url,
+        &cluster,
         &[
             "autoscale",
             "deploy/web",
@@ -114,7 +120,7 @@ async fn autoscale_get_and_describe_hpa() {
         out.contains("horizontalpodautoscaler.autoscaling/web autoscaled"),
         "{out}"
     );
-    let (ok, _) = shoal(&url, &["autoscale", "pod/web", "--max", "3"]).await;
+    let (ok, _) = shoal(&cluster, &["autoscale", "pod/web", "--max", "3"]).await;
     assert!(!ok, "a pod has no scale subresource");
 
     // Below its minimum: straight to 2.
@@ -129,6 +135,11 @@ async fn autoscale_get_and_describe_hpa() {
     .await;
     // A fixed load of 146m over the pods: two at 73m of 100m against 60% → ceil(2 × 73/60)
     // = 3; then three at 48% → a scale-down the 5-minute stabilization holds back.
+    // The samples come from the node's own connection: only a node publishes its metrics.
+    let node = cluster
+        .connect_as(&Role::Node("stand-in".into()), "test-stand-in")
+        .await
+        .unwrap();
     let load = || async {
         let pods = mark_running(&api).await;
         for pod in &pods {
@@ -142,7 +153,7 @@ async fn autoscale_get_and_describe_hpa() {
             };
             let subject = subjects::metrics("stand-in", "default", &pod.metadata.name);
             let body = codec::to_msgpack(&sample).unwrap();
-            cluster.nats.publish(subject, body.into()).await.unwrap();
+            node.publish(subject, body.into()).await.unwrap();
         }
     };
     eventually("web at 3 replicas on CPU", T, || async {
@@ -158,11 +169,11 @@ async fn autoscale_get_and_describe_hpa() {
 
     eventually("get hpa shows the targets", T, || async {
         load().await;
-        let (ok, out) = shoal(&url, &["get", "hpa"]).await;
+        let (ok, out) = shoal(&cluster, &["get", "hpa"]).await;
         ok && out.contains("cpu: 48%/60%")
     })
     .await;
-    let (_, out) = shoal(&url, &["get", "hpa"]).await;
+    let (_, out) = shoal(&cluster, &["get", "hpa"]).await;
     let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
@@ -189,7 +200,7 @@ async fn autoscale_get_and_describe_hpa() {
 
     eventually("describe hpa shows metrics, conditions and events", T, || async {
         load().await;
-        let (ok, out) = shoal(&url, &["describe", "hpa", "web"]).await;
+        let (ok, out) = shoal(&cluster, &["describe", "hpa", "web"]).await;
         ok && out.contains("resource cpu on pods  (as a percentage of request):  48% / 60%")
             && out.contains("AbleToScale")
             && out.contains("ScalingActive")

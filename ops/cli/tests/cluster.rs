@@ -19,10 +19,12 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn shoal(url: &str, args: &[&str]) -> (bool, String, String) {
+/// `shoal ARGS` as the admin of the cluster whose data dir is `dir`.
+fn shoal(dir: &Path, url: &str, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(SHOAL)
         .args(args)
         .env("SHOAL_NATS", url)
+        .env("SHOAL_CREDS", dir.join("auth/creds/admin.nk"))
         .output()
         .unwrap();
     (
@@ -51,7 +53,7 @@ fn running_cluster() -> (tempfile::TempDir, String, Child) {
     let url = format!("nats://127.0.0.1:{port}");
     let up = start_up(dir.path(), port);
     wait_until("the cluster", Duration::from_secs(30), || {
-        shoal(&url, &["get", "ns", "default"]).0
+        shoal(dir.path(), &url, &["get", "ns", "default"]).0
     });
     (dir, url, up)
 }
@@ -83,27 +85,38 @@ fn up_keeps_state_across_a_restart() {
 
     let manifest = dir.path().join("pod.yaml");
     std::fs::write(&manifest, MANIFEST).unwrap();
-    let (ok, out, err) = shoal(&url, &["apply", "-f", manifest.to_str().unwrap()]);
+    let (ok, out, err) = shoal(
+        dir.path(),
+        &url,
+        &["apply", "-f", manifest.to_str().unwrap()],
+    );
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "pod/keep-me created");
-    let (_, out, _) = shoal(&url, &["apply", "-f", manifest.to_str().unwrap()]);
+    let (_, out, _) = shoal(
+        dir.path(),
+        &url,
+        &["apply", "-f", manifest.to_str().unwrap()],
+    );
     assert_eq!(
         out.trim(),
         "pod/keep-me unchanged",
         "re-applying writes nothing"
     );
-    let (_, before, _) = shoal(&url, &["get", "po", "keep-me", "-o", "json"]);
+    let (_, before, _) = shoal(dir.path(), &url, &["get", "po", "keep-me", "-o", "json"]);
 
     stop(&mut up);
-    assert!(!shoal(&url, &["get", "ns"]).0, "the cluster is down");
+    assert!(
+        !shoal(dir.path(), &url, &["get", "ns"]).0,
+        "the cluster is down"
+    );
     // A fresh port: the old one is free for any parallel test's nats-server to take now.
     let port = free_port();
     let url = format!("nats://127.0.0.1:{port}");
     let mut up = start_up(dir.path(), port);
     wait_until("the restarted cluster", Duration::from_secs(30), || {
-        shoal(&url, &["get", "ns", "default"]).0
+        shoal(dir.path(), &url, &["get", "ns", "default"]).0
     });
-    let (ok, after, err) = shoal(&url, &["get", "po", "keep-me", "-o", "json"]);
+    let (ok, after, err) = shoal(dir.path(), &url, &["get", "po", "keep-me", "-o", "json"]);
     assert!(ok, "{err}");
     let uid = |text: &str| {
         serde_json::from_str::<serde_json::Value>(text).unwrap()["metadata"]["uid"].clone()
@@ -113,7 +126,7 @@ fn up_keeps_state_across_a_restart() {
         uid(&after),
         "the same object survived the restart"
     );
-    let (_, table, _) = shoal(&url, &["get", "po", "-l", "app=web"]);
+    let (_, table, _) = shoal(dir.path(), &url, &["get", "po", "-l", "app=web"]);
     assert!(table.contains("keep-me"), "{table}");
     stop(&mut up);
 }
@@ -149,13 +162,17 @@ fn bad_documents_are_reported_by_index_and_nothing_is_applied() {
     let manifest = dir.path().join("mixed.yaml");
     let bad = "---\napiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec:\n  containers:\n  - {name: a, imagee: x}\n";
     std::fs::write(&manifest, format!("{MANIFEST}{bad}")).unwrap();
-    let (ok, _, err) = shoal(&url, &["apply", "-f", manifest.to_str().unwrap()]);
+    let (ok, _, err) = shoal(
+        dir.path(),
+        &url,
+        &["apply", "-f", manifest.to_str().unwrap()],
+    );
     assert!(!ok);
     assert!(
         err.contains("document 1") && err.contains("spec.containers[0].imagee"),
         "{err}"
     );
-    let (_, _, err) = shoal(&url, &["get", "po", "keep-me"]);
+    let (_, _, err) = shoal(dir.path(), &url, &["get", "po", "keep-me"]);
     assert!(err.contains("not found"), "nothing applied: {err}");
     stop(&mut up);
 }
@@ -167,10 +184,14 @@ fn services_are_described_with_their_endpoints_and_bad_ones_refused_with_paths()
     let (dir, url, mut up) = running_cluster();
     let manifest = dir.path().join("svc.yaml");
     std::fs::write(&manifest, SERVICE).unwrap();
-    let (ok, _, err) = shoal(&url, &["apply", "-f", manifest.to_str().unwrap()]);
+    let (ok, _, err) = shoal(
+        dir.path(),
+        &url,
+        &["apply", "-f", manifest.to_str().unwrap()],
+    );
     assert!(ok, "{err}");
 
-    let (ok, out, err) = shoal(&url, &["describe", "svc", "web"]);
+    let (ok, out, err) = shoal(dir.path(), &url, &["describe", "svc", "web"]);
     assert!(ok, "{err}");
     for line in [
         "Endpoints:          10.9.0.1:8080,10.9.0.2:8080",
@@ -181,7 +202,7 @@ fn services_are_described_with_their_endpoints_and_bad_ones_refused_with_paths()
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
-    let (ok, out, err) = shoal(&url, &["get", "svc,endpoints"]);
+    let (ok, out, err) = shoal(dir.path(), &url, &["get", "svc,endpoints"]);
     assert!(ok, "{err}");
     assert!(
         out.contains("10.9.0.1:8080") && out.contains("10.96."),
@@ -190,13 +211,17 @@ fn services_are_described_with_their_endpoints_and_bad_ones_refused_with_paths()
 
     let bad = "apiVersion: v1\nkind: Service\nmetadata: {name: broken}\nspec:\n  selector: {\"bad key!\": web}\n  ports:\n  - {port: 70000}\n";
     std::fs::write(&manifest, bad).unwrap();
-    let (ok, _, err) = shoal(&url, &["apply", "-f", manifest.to_str().unwrap()]);
+    let (ok, _, err) = shoal(
+        dir.path(),
+        &url,
+        &["apply", "-f", manifest.to_str().unwrap()],
+    );
     assert!(!ok);
     assert!(
         err.contains("spec.selector") && err.contains("spec.ports[0].port"),
         "{err}"
     );
-    let (_, _, err) = shoal(&url, &["get", "svc", "broken"]);
+    let (_, _, err) = shoal(dir.path(), &url, &["get", "svc", "broken"]);
     assert!(err.contains("not found"), "nothing applied: {err}");
     stop(&mut up);
 }

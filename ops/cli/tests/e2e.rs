@@ -26,6 +26,7 @@ impl Cluster {
         let out = Command::new(SHOAL)
             .args(args)
             .env("SHOAL_NATS", &self.url)
+            .env("SHOAL_CREDS", self.data_dir.join("auth/creds/admin.nk"))
             .output()
             .unwrap();
         (

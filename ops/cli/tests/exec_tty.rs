@@ -199,10 +199,12 @@ fn kubectl_and_shoal_exec_it_through_a_pseudo_terminal() {
     // The same through `shoal exec`, straight on the bus.
     let mut cmd = Command::new(SHOAL);
     cmd.env("SHOAL_NATS", &cluster.url)
+        .env("SHOAL_CREDS", cluster.admin_creds())
         .args(["exec", "-it", "box", "--", "sh"]);
     shell_session(OnPty::spawn(cmd), "shoal exec -it");
     let mut cmd = Command::new(SHOAL);
     cmd.env("SHOAL_NATS", &cluster.url)
+        .env("SHOAL_CREDS", cluster.admin_creds())
         .args(["exec", "-i", "box", "--", "cat"]);
     let (code, out, err) = piped(cmd, "piped through shoal\n");
     assert_eq!(code, Some(0), "{err}");

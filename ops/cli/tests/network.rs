@@ -45,6 +45,7 @@ mod harness {
     use bus_schemas::api::{ExecReply, ExecRequest};
     use bus_schemas::kinds::{Node, Pod};
     use bus_schemas::meta::find_condition;
+    use bus_schemas::roles::Role;
     use bus_schemas::{codec, subjects};
     use shoal_agent::{AgentConfig, Backend};
     use shoal_api::local::LocalCluster;
@@ -151,7 +152,7 @@ mod harness {
                 cluster,
                 fabric,
             };
-            net.start_control_plane();
+            net.start_control_plane().await;
             let tag = net.fabric.netns["fabric-".len()..].to_string();
             for (index, host) in net.fabric.hosts.clone().into_iter().enumerate() {
                 let name = format!("node-{tag}-{index}");
@@ -170,7 +171,7 @@ mod harness {
                     net.start_naming(&host, gateway).await;
                     cluster_dns = Some(gateway.to_string());
                 }
-                let node = net.start_agent(name, host, cluster_dns);
+                let node = net.start_agent(name, host, cluster_dns).await;
                 net.nodes.push(node);
             }
             net.wait_nodes_ready().await;
@@ -211,7 +212,7 @@ mod harness {
             };
             let (trigger, stop) = shutdown::channel();
             let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-            let nats = self.cluster.nats.clone();
+            let nats = self.connect_as(Role::Naming).await;
             actix::spawn(async move {
                 if let Err(e) =
                     shoal_naming::run_with_ready(config, nats, stop.wait(), ready_tx).await
@@ -226,7 +227,16 @@ mod harness {
             self.actors.push(trigger);
         }
 
-        fn start_control_plane(&mut self) {
+        /// A connection as `role`: each actor confined to what its role may do, as in a
+        /// real cluster.
+        async fn connect_as(&self, role: Role) -> async_nats::Client {
+            self.cluster
+                .connect_as(&role, &format!("test-{}", role.kind()))
+                .await
+                .expect("an actor connects with its credential")
+        }
+
+        async fn start_control_plane(&mut self) {
             let tunables = Tunables {
                 node_monitor_grace: Duration::from_secs(5),
                 // Long enough that a NotReady node's pods leave the endpoints because the
@@ -240,7 +250,7 @@ mod harness {
                 ..Default::default()
             };
             let (trigger, stop) = shutdown::channel();
-            let nats = self.cluster.nats.clone();
+            let nats = self.connect_as(Role::Controllers).await;
             actix::spawn(async move {
                 if let Err(e) = shoal_controllers::run(config, nats, stop.wait()).await {
                     eprintln!("controllers failed: {e}");
@@ -252,7 +262,7 @@ mod harness {
                 ..Default::default()
             };
             let (trigger, stop) = shutdown::channel();
-            let nats = self.cluster.nats.clone();
+            let nats = self.connect_as(Role::Scheduler).await;
             actix::spawn(async move {
                 if let Err(e) = shoal_scheduler::run(config, nats, stop.wait()).await {
                     eprintln!("scheduler failed: {e}");
@@ -261,7 +271,7 @@ mod harness {
             self.actors.push(trigger);
         }
 
-        fn start_agent(
+        async fn start_agent(
             &self,
             name: String,
             host: FabricHost,
@@ -291,7 +301,8 @@ mod harness {
                 config.pod_defaults.cluster_dns = dns;
             }
             let (trigger, stop) = shutdown::channel();
-            let (nats, backend) = (self.cluster.nats.clone(), Backend::Linux(runtime.clone()));
+            let nats = self.connect_as(Role::Node(name.clone())).await;
+            let backend = Backend::Linux(runtime.clone());
             let agent = name.clone();
             actix::spawn(async move {
                 if let Err(e) = shoal_agent::run(config, backend, nats, stop.wait()).await {

@@ -22,7 +22,19 @@ async fn killing_one_api_replica_under_load_loses_no_request() {
             &cluster.url(),
             "--monitor",
             "127.0.0.1:1",
+            "--creds",
         ])
+        // The cluster's credentials directory: each actor its own identity there.
+        .arg(
+            cluster
+                .natsd
+                .config()
+                .auth
+                .as_ref()
+                .expect("test clusters run with identities on")
+                .dir()
+                .join("creds"),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .tied_to_this_thread()

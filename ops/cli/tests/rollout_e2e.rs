@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use bus_schemas::api::ListOptions;
 use bus_schemas::kinds::{Deployment, Lease, Node, Pod, ReplicaSet};
+use bus_schemas::roles::Role;
 use bus_schemas::{codec, subjects, Resource};
 use shoal_agent::{AgentConfig, Backend};
 use shoal_api::local::LocalCluster;
@@ -129,7 +130,8 @@ struct Actor {
 
 impl Actor {
     /// Starts `shoal up --join URL --actors ACTORS` and waits for its banner.
-    async fn start(label: &str, actors: &str, url: &str, dir: &Path) -> Actor {
+    /// `creds`: the cluster's credentials directory, each actor its own identity there.
+    async fn start(label: &str, actors: &str, url: &str, creds: &Path, dir: &Path) -> Actor {
         let log = dir.join(format!("{label}.log"));
         // `--monitor` names a port nothing listens on: the joined server's durability check
         // fails at once (a warning) instead of waiting for a connect timeout.
@@ -143,6 +145,8 @@ impl Actor {
                 "--actors",
                 actors,
             ])
+            .arg("--creds")
+            .arg(creds)
             .args(["--lease-seconds", &LEASE_SECONDS.to_string(), "--data-dir"])
             .arg(dir.join(label))
             .env("SHOAL_LOG", "info")
@@ -265,7 +269,7 @@ struct Nodes {
 }
 
 impl Nodes {
-    fn start(cluster: &LocalCluster, dir: &Path) -> Nodes {
+    async fn start(cluster: &LocalCluster, dir: &Path) -> Nodes {
         let shim = std::env::current_exe()
             .unwrap()
             .parent()
@@ -285,15 +289,9 @@ impl Nodes {
         let informers = InformerFactory::new(cluster.store.clone());
         let (stop, shutdown) = shutdown::channel();
         let mut tasks = Vec::new();
-        let mut spawn = |config: AgentConfig, backend: Backend| {
-            let (nats, shutdown) = (cluster.nats.clone(), shutdown.clone());
-            tasks.push(tokio::spawn(async move {
-                let name = config.node_name.clone();
-                if let Err(e) = shoal_agent::run(config, backend, nats, shutdown.wait()).await {
-                    eprintln!("node agent {name} failed: {e}");
-                }
-            }));
-        };
+        // Each node connects as its own identity, confined to its own subjects.
+        let mut agents = Vec::new();
+        let mut spawn = |config: AgentConfig, backend: Backend| agents.push((config, backend));
         for i in 0..HOLLOW_NODES {
             let cidr = format!("10.200.{i}.0/24");
             // Default heartbeats (2 s) against the controllers' 10 s grace: nodes must not go
@@ -320,6 +318,19 @@ impl Nodes {
         // Service rules there (the network tests cover the proxy in namespaces of their own).
         config.proxy.enabled = false;
         spawn(config, Backend::Linux(Arc::new(runtime)));
+        for (config, backend) in agents {
+            let name = config.node_name.clone();
+            let nats = cluster
+                .connect_as(&Role::Node(name.clone()), "rollout-node")
+                .await
+                .expect("a node connects with its credential");
+            let shutdown = shutdown.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = shoal_agent::run(config, backend, nats, shutdown.wait()).await {
+                    eprintln!("node agent {name} failed: {e}");
+                }
+            }));
+        }
         Nodes {
             real,
             stop: Some(stop),
@@ -582,7 +593,16 @@ impl Env {
     }
 
     async fn start_actor(&mut self, label: &str, actors: &str) {
-        let actor = Actor::start(label, actors, &self.url(), self.dir.path()).await;
+        let creds = self
+            .cluster
+            .natsd
+            .config()
+            .auth
+            .as_ref()
+            .expect("test clusters run with identities on")
+            .dir()
+            .join("creds");
+        let actor = Actor::start(label, actors, &self.url(), &creds, self.dir.path()).await;
         self.actors.push(actor);
     }
 
@@ -1154,7 +1174,7 @@ async fn rollouts_survive_killed_controllers_and_schedulers() {
         .await
         .expect("nats-server and the API");
     import_images(&cluster, dir.path(), &["v1", "v2"]).await;
-    let nodes = Nodes::start(&cluster, dir.path());
+    let nodes = Nodes::start(&cluster, dir.path()).await;
     let mut env = Env {
         actors: Vec::new(),
         nodes,

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::convert::Infallible;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -162,10 +162,13 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn shoal(url: &str, otlp: &str, args: &[&str]) -> (i32, String, String) {
+/// `shoal ARGS` as the admin whose credential is in `creds` (the API process's
+/// `auth/creds`).
+fn shoal(creds: &Path, url: &str, otlp: &str, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(SHOAL)
         .args(args)
         .env("SHOAL_NATS", url)
+        .env("SHOAL_CREDS", creds.join("admin.nk"))
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
         .output()
         .unwrap();
@@ -335,10 +338,15 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
         pod_cidr: format!("10.229.{n}.0/24"),
         node_data_dir: dir.path().join("node"),
     };
+    // The API process provisions the identities; the joined ones use its credentials
+    // directory (each actor its own identity there).
+    let creds = dir.path().join("api/auth/creds");
     let spawn = |args: Vec<String>, data: &str| {
         Command::new(SHOAL)
             .arg("up")
             .args(args)
+            .arg("--creds")
+            .arg(&creds)
             .arg("--data-dir")
             .arg(dir.path().join(data))
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
@@ -360,13 +368,36 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
         ]),
         "api",
     ));
-    wait("the API", || shoal(&url, &otlp, &["get", "ns"]).0 == 0);
+    wait("the API", || {
+        shoal(&creds, &url, &otlp, &["get", "ns"]).0 == 0
+    });
     for actor in ["controllers", "scheduler"] {
         processes.children.push(spawn(
             s(&["--join", &url, "--actors", actor, "--metrics-addr", ""]),
             actor,
         ));
     }
+    // A node's identity is issued for it by name, as an operator would.
+    let node = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_lowercase();
+    let (code, _, err) = shoal(
+        &creds,
+        &url,
+        &otlp,
+        &[
+            "creds",
+            "create",
+            "--role",
+            "node",
+            "--name",
+            &node,
+            "--data-dir",
+            dir.path().join("api").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
     processes.children.push(spawn(
         s(&[
             "--join",
@@ -383,20 +414,25 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
         "node",
     ));
     wait("the node", || {
-        shoal(&url, &otlp, &["get", "no", "-o", "name"])
+        shoal(&creds, &url, &otlp, &["get", "no", "-o", "name"])
             .1
             .contains("node/")
     });
-    let (code, _, err) = shoal(&url, &otlp, &["image", "build-busybox"]);
+    let (code, _, err) = shoal(&creds, &url, &otlp, &["image", "build-busybox"]);
     assert_eq!(code, 0, "{err}");
 
     let manifest = dir.path().join("app.yaml");
     std::fs::write(&manifest, APP).unwrap();
-    let (code, out, err) = shoal(&url, &otlp, &["apply", "-f", manifest.to_str().unwrap()]);
+    let (code, out, err) = shoal(
+        &creds,
+        &url,
+        &otlp,
+        &["apply", "-f", manifest.to_str().unwrap()],
+    );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("deployment/traced created"), "{out}");
     wait("the pod Ready", || {
-        let (_, out, _) = shoal(&url, &otlp, &["get", "deploy", "traced"]);
+        let (_, out, _) = shoal(&creds, &url, &otlp, &["get", "deploy", "traced"]);
         out.lines()
             .nth(1)
             .is_some_and(|l| l.split_whitespace().nth(1) == Some("1/1"))
@@ -450,7 +486,7 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
     wait(
         "shoal trace deploy/traced to show the container start",
         || {
-            let (code, out, _) = shoal(&url, "", &["trace", "deploy/traced"]);
+            let (code, out, _) = shoal(&creds, &url, "", &["trace", "deploy/traced"]);
             view = out;
             code == 0 && view.contains("node.container_create_start")
         },
@@ -470,7 +506,7 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
             "no {span} of {actor} in:\n{view}"
         );
     }
-    let (code, json, err) = shoal(&url, "", &["trace", &trace_id, "-o", "json"]);
+    let (code, json, err) = shoal(&creds, &url, "", &["trace", &trace_id, "-o", "json"]);
     assert_eq!(code, 0, "{err}");
     let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
     let spans_in_json: usize = parsed["resourceSpans"]
@@ -493,13 +529,14 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
     let before = dropped_otlp_spans(&scrape(&metrics_addr));
     collector.stop();
     let (code, _, err) = shoal(
+        &creds,
         &url,
         &otlp,
         &["scale", "deploy", "traced", "--replicas", "2"],
     );
     assert_eq!(code, 0, "{err}");
     wait("two pods Ready without a collector", || {
-        let (_, out, _) = shoal(&url, &otlp, &["get", "deploy", "traced"]);
+        let (_, out, _) = shoal(&creds, &url, &otlp, &["get", "deploy", "traced"]);
         out.lines()
             .nth(1)
             .is_some_and(|l| l.split_whitespace().nth(1) == Some("2/2"))
@@ -507,6 +544,6 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
     wait("the dropped-spans counter to rise", || {
         dropped_otlp_spans(&scrape(&metrics_addr)) > before
     });
-    let (code, _, err) = shoal(&url, "", &["delete", "deploy", "traced"]);
+    let (code, _, err) = shoal(&creds, &url, "", &["delete", "deploy", "traced"]);
     assert_eq!(code, 0, "{err}");
 }

@@ -18,6 +18,7 @@ use bus_schemas::api::{DeleteOptions, ListOptions};
 use bus_schemas::kinds::pod::{ContainerState, ContainerStateRunning, ContainerStatus};
 use bus_schemas::kinds::{DaemonSet, Deployment, Node, Pod, ReplicaSet};
 use bus_schemas::meta::Condition;
+use bus_schemas::roles::Role;
 use bus_schemas::Resource;
 use shoal_api::local::LocalCluster;
 use shoal_bus::shutdown::{self, Trigger};
@@ -51,7 +52,10 @@ impl Env {
             },
             ..Default::default()
         };
-        let nats = cluster.nats.clone();
+        let nats = cluster
+            .connect_as(&Role::Controllers, "test-controllers")
+            .await
+            .expect("the controllers connect");
         actix::spawn(async move {
             if let Err(e) = shoal_controllers::run(config, nats, shutdown.wait()).await {
                 eprintln!("controllers failed: {e}");
@@ -86,7 +90,7 @@ async fn succeeds_with(env: &Env, args: &[&str], needle: &str) -> Out {
 
 /// Runs `shoal ARGS` against the test's cluster.
 async fn shoal(env: &Env, args: &[&str]) -> Out {
-    shoal_at(env.url(), args).await
+    shoal_at(&env.cluster, args).await
 }
 
 fn from_json<K: Resource>(v: serde_json::Value) -> K {
@@ -286,6 +290,7 @@ async fn status_across_a_held_rollout(env: &Env, standin: &NodeStandIn, name: &s
     let mut child = Command::new(SHOAL)
         .args(["rollout", "status", &target, "--timeout", "90s"])
         .env("SHOAL_NATS", env.url())
+        .env("SHOAL_CREDS", common::admin_creds(&env.cluster))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .tied_to_this_thread()

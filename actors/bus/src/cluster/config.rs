@@ -81,6 +81,12 @@ impl ClusterConfig {
 
     /// The `cluster {}` block of nats-server's configuration.
     pub fn render(&self) -> String {
+        self.render_with_tls(None)
+    }
+
+    /// The block with routes over TLS when the servers speak it to clients: the same
+    /// certificate and CA, each end verifying the other's (hence server and client use).
+    pub fn render_with_tls(&self, tls: Option<&crate::natsd::TlsFiles>) -> String {
         let mut block = String::from("cluster {\n");
         let _ = writeln!(block, "  name: \"{}\"", self.name);
         let _ = writeln!(block, "  listen: \"{}\"", self.listen);
@@ -91,6 +97,15 @@ impl ClusterConfig {
             }
             block.push_str("  ]\n");
         }
+        if let Some(tls) = tls {
+            let _ = writeln!(
+                block,
+                "  tls {{\n    cert_file: \"{}\"\n    key_file: \"{}\"\n    ca_file: \"{}\"\n    verify: true\n    timeout: 5\n  }}",
+                tls.cert.display(),
+                tls.key.display(),
+                tls.ca.display()
+            );
+        }
         block.push_str("}\n");
         block
     }
@@ -99,6 +114,31 @@ impl ClusterConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routes_use_tls_when_clients_do() {
+        let c = ClusterConfig::parse("0.0.0.0:6222", "nats://h2:6222").unwrap();
+        assert!(!c.render().contains("tls"));
+        let files = crate::natsd::TlsFiles {
+            ca: "/d/ca.pem".into(),
+            cert: "/d/server.pem".into(),
+            key: "/d/server-key.pem".into(),
+        };
+        let text = c.render_with_tls(Some(&files));
+        let tls = text
+            .split("  tls {")
+            .nth(1)
+            .expect("a tls block in the cluster block");
+        for line in [
+            "cert_file: \"/d/server.pem\"",
+            "key_file: \"/d/server-key.pem\"",
+            "ca_file: \"/d/ca.pem\"",
+            "verify: true",
+        ] {
+            assert!(tls.contains(line), "{text}");
+        }
+        assert!(text.trim_end().ends_with('}'), "{text}");
+    }
 
     #[test]
     fn parses_listen_and_routes_and_renders_a_cluster_block() {

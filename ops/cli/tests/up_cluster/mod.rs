@@ -28,12 +28,23 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new(SHOAL)
+    /// The admin credential `shoal up` wrote into its data dir.
+    pub fn admin_creds(&self) -> PathBuf {
+        self.data_dir.join("auth/creds/admin.nk")
+    }
+
+    /// `shoal ARGS` as this cluster's admin, not yet run.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(SHOAL);
+        command
             .args(args)
             .env("SHOAL_NATS", &self.url)
-            .output()
-            .unwrap();
+            .env("SHOAL_CREDS", self.admin_creds());
+        command
+    }
+
+    pub fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out = self.command(args).output().unwrap();
         let out = (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -57,13 +68,14 @@ impl Cluster {
 
     /// Sets the controllers' clock; returns once they have it.
     pub fn set_clock(&self, t: chrono::DateTime<chrono::Utc>) {
-        let url = self.url.clone();
+        let (url, admin) = (self.url.clone(), self.admin_creds());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         let answer = runtime.block_on(async move {
-            let nats = shoal_bus::connect(&url, "clock-test").await.unwrap();
+            let auth = shoal_bus::auth::ClientAuth::from_creds_file(&admin).unwrap();
+            let nats = shoal_bus::connect(&url, "clock-test", &auth).await.unwrap();
             let reply = nats
                 .request(bus_schemas::subjects::TEST_CLOCK, t.to_rfc3339().into())
                 .await
