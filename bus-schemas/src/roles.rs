@@ -30,6 +30,10 @@ pub enum Role {
     Viewer,
     /// A viewer that may also publish external metrics and serve autoscaling hooks.
     Integration,
+    /// An application using the cluster's NATS for its own messages: subjects
+    /// `apps.<name>.>` and JetStream streams named `APP_<name>` (a work queue whose consumer
+    /// lag the autoscaler can scale on), and nothing of Shoal's.
+    App(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,6 +42,10 @@ pub enum RoleError {
     Unknown(String),
     #[error("role node needs the node's name: node:NAME")]
     NodeWithoutName,
+    #[error(
+        "role app needs the application's name: app:NAME (lowercase letters, digits, '-', '_')"
+    )]
+    AppWithoutName,
 }
 
 /// What one connection may do, in NATS' own terms.
@@ -53,7 +61,7 @@ pub struct Permissions {
 }
 
 /// Every role's kind, as [`Role::kind`] names it (and `shoal creds describe` takes it).
-pub const KINDS: [&str; 10] = [
+pub const KINDS: [&str; 11] = [
     "api",
     "node",
     "controllers",
@@ -64,11 +72,12 @@ pub const KINDS: [&str; 10] = [
     "admin",
     "viewer",
     "integration",
+    "app",
 ];
 
 /// The roles `shoal creds create` issues to people and integrations; the others are the
 /// cluster's own actors, provisioned by `shoal up`.
-pub const ISSUABLE: [&str; 4] = ["viewer", "integration", "admin", "node"];
+pub const ISSUABLE: [&str; 5] = ["viewer", "integration", "admin", "node", "app"];
 
 impl Role {
     pub fn parse(s: &str) -> Result<Role, RoleError> {
@@ -83,6 +92,14 @@ impl Role {
             "viewer" => Role::Viewer,
             "integration" => Role::Integration,
             "node" => return Err(RoleError::NodeWithoutName),
+            "app" => return Err(RoleError::AppWithoutName),
+            other if other.starts_with("app:") => {
+                let name = &other["app:".len()..];
+                if !valid_app_name(name) {
+                    return Err(RoleError::AppWithoutName);
+                }
+                Role::App(name.to_string())
+            }
             other => match other.strip_prefix("node:") {
                 Some("") => return Err(RoleError::NodeWithoutName),
                 Some(node) => Role::Node(node.to_string()),
@@ -104,6 +121,7 @@ impl Role {
             Role::Admin => "admin",
             Role::Viewer => "viewer",
             Role::Integration => "integration",
+            Role::App(_) => "app",
         }
     }
 
@@ -193,6 +211,9 @@ impl Role {
                     .extend(read_stream(subjects::METRICS_STREAM));
                 // The metric store is fed live from every node's and integration's samples.
                 p.subscribe_allow.push(subjects::METRICS_ALL.to_string());
+                // An application's message to its work-queue stream wakes a workload scaled
+                // to zero at once (`apps.<name>.>`, the only streams applications may keep).
+                p.subscribe_allow.push("apps.>".to_string());
             }
             Role::Gateway | Role::Admin => {
                 p.publish_allow = strings(&[
@@ -213,6 +234,24 @@ impl Role {
                     subjects::OBJECTS_ALL,
                 ]));
                 p.subscribe_deny = strings(&[SECRET_EVENTS]);
+            }
+            Role::App(name) => {
+                let stream = app_stream(name);
+                p.publish_allow = vec![format!("apps.{name}.>")];
+                p.publish_allow.extend(
+                    [
+                        "$JS.API.STREAM.CREATE.{s}",
+                        "$JS.API.STREAM.UPDATE.{s}",
+                        "$JS.API.STREAM.DELETE.{s}",
+                        "$JS.API.STREAM.PURGE.{s}",
+                        "$JS.API.CONSUMER.DURABLE.CREATE.{s}.>",
+                    ]
+                    .iter()
+                    .map(|t| t.replace("{s}", &stream)),
+                );
+                p.publish_allow.extend(read_stream(&stream));
+                p.subscribe_allow.push(format!("apps.{name}.>"));
+                p.allow_responses = true;
             }
             Role::Viewer | Role::Integration => {
                 // DNS answers tell no more than listing Services, Endpoints and pods does.
@@ -251,6 +290,7 @@ impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Role::Node(node) => write!(f, "node:{node}"),
+            Role::App(name) => write!(f, "app:{name}"),
             other => f.write_str(other.kind()),
         }
     }
@@ -261,6 +301,19 @@ impl fmt::Display for Role {
 /// (an API `get` of a Secret among them). Any NATS client sets it (nats-py: `inbox_prefix`).
 pub fn inbox_prefix(public_key: &str) -> String {
     format!("_INBOX.{public_key}")
+}
+
+/// The only JetStream stream name an `app:<name>` identity may make and use.
+pub fn app_stream(name: &str) -> String {
+    format!("APP_{name}")
+}
+
+fn valid_app_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 48
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
 /// The stream of the image object store (`shoal image import`, read by nodes).
@@ -288,6 +341,8 @@ fn read_stream(stream: &str) -> Vec<String> {
             "$JS.API.CONSUMER.DELETE.{s}.*",
             "$JS.API.CONSUMER.MSG.NEXT.{s}.*",
             "$JS.FC.{s}.>",
+            // Acknowledging what one's own durable consumer delivered (a work queue).
+            "$JS.ACK.{s}.>",
         ]
         .iter()
         .map(|t| t.replace("{s}", stream)),
@@ -501,6 +556,22 @@ mod tests {
         assert!(p.may_publish(&subjects::autoscale_hook("queue-depth")));
         assert!(!p.may_subscribe("shoal.v1.obj.secret.default.db"));
         assert!(!p.may_publish(&subjects::metrics("n1", "default", "web")));
+    }
+
+    #[test]
+    fn an_application_keeps_to_its_own_subjects_and_stream() {
+        let p = Role::parse("app:jobs").unwrap().permissions(INBOX);
+        assert!(p.may_publish("apps.jobs.resize"));
+        assert!(!p.may_publish("apps.other.resize"));
+        assert!(p.may_publish("$JS.API.STREAM.CREATE.APP_jobs"));
+        assert!(!p.may_publish("$JS.API.STREAM.CREATE.SHOAL_OBJECTS"));
+        assert!(!p.may_publish("$JS.API.STREAM.PURGE.SHOAL_OBJECTS"));
+        assert!(!p.may_publish(&subjects::api("pod", Verb::List)));
+        assert!(!p.may_subscribe("shoal.v1.obj.pod.default.web"));
+        assert!(Role::Autoscaler
+            .permissions(INBOX)
+            .may_subscribe("apps.jobs.resize"));
+        assert_eq!(Role::parse("app:Jobs!"), Err(RoleError::AppWithoutName));
     }
 
     #[test]

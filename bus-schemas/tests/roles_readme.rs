@@ -14,6 +14,7 @@ fn every_role_is_documented_in_the_readme() {
     for kind in KINDS {
         let role = match kind {
             "node" => Role::Node("n1".into()),
+            "app" => Role::App("jobs".into()),
             other => Role::parse(other).expect("KINDS holds role names"),
         };
         assert_eq!(role.kind(), kind);

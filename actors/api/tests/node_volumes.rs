@@ -8,6 +8,7 @@ use std::time::Duration;
 use bus_schemas::api::{DeleteOptions, Preconditions};
 use bus_schemas::kinds::persistent_volume_claim::SELECTED_NODE_ANNOTATION;
 use bus_schemas::kinds::{Event, PersistentVolume, PersistentVolumeClaim};
+use bus_schemas::roles::Role;
 use bus_schemas::subjects::NodeReport;
 use bus_schemas::{Reason, Resource};
 use shoal_api::local::{eventually, LocalCluster};
@@ -53,12 +54,19 @@ fn forbidden<T: std::fmt::Debug>(result: Result<T, ApiError>, mentions: &str) {
     }
 }
 
+/// Sends `what` as node `node` itself: the bus admits a node's reports only on its own
+/// credential, so what the API refuses here is another node's object, not another's subject.
 async fn report<T: serde::Serialize, R: serde::de::DeserializeOwned>(
-    node_api: &ApiClient,
+    cluster: &LocalCluster,
     node: &str,
     what: NodeReport,
     body: &T,
 ) -> Result<R, ApiError> {
+    let nats = cluster
+        .connect_as(&Role::Node(node.to_string()), node)
+        .await
+        .unwrap();
+    let node_api = ApiClient::new(nats).with_field_manager(MANAGER);
     node_api.report(node, what, body).await
 }
 
@@ -66,10 +74,9 @@ async fn report<T: serde::Serialize, R: serde::de::DeserializeOwned>(
 async fn a_node_creates_only_volumes_pinned_to_itself() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    let node_api = cluster.api().with_field_manager(MANAGER);
 
     let elsewhere = report::<_, PersistentVolume>(
-        &node_api,
+        &cluster,
         "n2",
         NodeReport::VolumeCreate,
         &volume("pvc-a", "n1"),
@@ -82,7 +89,7 @@ async fn a_node_creates_only_volumes_pinned_to_itself() {
         pv
     };
     forbidden(
-        report::<_, PersistentVolume>(&node_api, "n2", NodeReport::VolumeCreate, &unpinned).await,
+        report::<_, PersistentVolume>(&cluster, "n2", NodeReport::VolumeCreate, &unpinned).await,
         "spec.nodeAffinity",
     );
     for name in ["pvc-a", "pvc-b"] {
@@ -91,7 +98,7 @@ async fn a_node_creates_only_volumes_pinned_to_itself() {
     }
 
     let created: PersistentVolume = report(
-        &node_api,
+        &cluster,
         "n1",
         NodeReport::VolumeCreate,
         &volume("pvc-a", "n1"),
@@ -115,7 +122,7 @@ async fn a_node_creates_only_volumes_pinned_to_itself() {
     assert_eq!(stored.metadata.uid, created.metadata.uid);
 
     let again = report::<_, PersistentVolume>(
-        &node_api,
+        &cluster,
         "n1",
         NodeReport::VolumeCreate,
         &volume("pvc-a", "n1"),
@@ -127,10 +134,9 @@ async fn a_node_creates_only_volumes_pinned_to_itself() {
     // Validation is the general create's, with the field path.
     let mut invalid = volume("pvc-c", "n1");
     invalid.spec.capacity.clear();
-    let refused =
-        report::<_, PersistentVolume>(&node_api, "n1", NodeReport::VolumeCreate, &invalid)
-            .await
-            .unwrap_err();
+    let refused = report::<_, PersistentVolume>(&cluster, "n1", NodeReport::VolumeCreate, &invalid)
+        .await
+        .unwrap_err();
     assert!(refused.is(Reason::Invalid), "{refused}");
     assert!(refused.to_string().contains("spec.capacity"), "{refused}");
 }
@@ -139,23 +145,22 @@ async fn a_node_creates_only_volumes_pinned_to_itself() {
 async fn a_node_updates_and_deletes_only_its_own_volumes() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    let node_api = cluster.api().with_field_manager(MANAGER);
     // Made by an administrator: a volume any node could be given.
     let mine = api.create(&volume("pv-1", "n1")).await.unwrap();
 
     let mut bound = mine.clone();
     bound.status.phase = "Bound".into();
     forbidden(
-        report::<_, PersistentVolume>(&node_api, "n2", NodeReport::VolumeStatus, &bound).await,
+        report::<_, PersistentVolume>(&cluster, "n2", NodeReport::VolumeStatus, &bound).await,
         "does not pin it to that node",
     );
-    let marked: PersistentVolume = report(&node_api, "n1", NodeReport::VolumeStatus, &bound)
+    let marked: PersistentVolume = report(&cluster, "n1", NodeReport::VolumeStatus, &bound)
         .await
         .unwrap();
     assert_eq!(marked.status.phase, "Bound");
 
     // Optimistic concurrency is the general verb's: a stale resourceVersion conflicts.
-    let stale = report::<_, PersistentVolume>(&node_api, "n1", NodeReport::VolumeStatus, &bound)
+    let stale = report::<_, PersistentVolume>(&cluster, "n1", NodeReport::VolumeStatus, &bound)
         .await
         .unwrap_err();
     assert!(stale.is_conflict(), "{stale}");
@@ -169,11 +174,11 @@ async fn a_node_updates_and_deletes_only_its_own_volumes() {
         ..Default::default()
     };
     forbidden(
-        report::<_, PersistentVolume>(&node_api, "n2", NodeReport::VolumeDelete, &options).await,
+        report::<_, PersistentVolume>(&cluster, "n2", NodeReport::VolumeDelete, &options).await,
         "does not pin it to that node",
     );
     assert!(api.get::<PersistentVolume>("", "pv-1").await.is_ok());
-    report::<_, PersistentVolume>(&node_api, "n1", NodeReport::VolumeDelete, &options)
+    report::<_, PersistentVolume>(&cluster, "n1", NodeReport::VolumeDelete, &options)
         .await
         .unwrap();
     eventually("pv-1 deleted", Duration::from_secs(10), || async {
@@ -188,7 +193,6 @@ async fn a_node_updates_and_deletes_only_its_own_volumes() {
 async fn a_node_binds_only_claims_selected_for_it_to_its_own_volumes() {
     let cluster = LocalCluster::start().await.unwrap();
     let api = cluster.api();
-    let node_api = cluster.api().with_field_manager(MANAGER);
     let pvc = api.create(&claim("data", "n1")).await.unwrap();
     api.create(&volume("pvc-n1", "n1")).await.unwrap();
     api.create(&volume("pvc-n2", "n2")).await.unwrap();
@@ -196,13 +200,13 @@ async fn a_node_binds_only_claims_selected_for_it_to_its_own_volumes() {
     let mut to_own = pvc.clone();
     to_own.spec.volume_name = "pvc-n1".into();
     forbidden(
-        report::<_, PersistentVolumeClaim>(&node_api, "n2", NodeReport::ClaimUpdate, &to_own).await,
+        report::<_, PersistentVolumeClaim>(&cluster, "n2", NodeReport::ClaimUpdate, &to_own).await,
         "selected-node",
     );
     let mut to_other = pvc.clone();
     to_other.spec.volume_name = "pvc-n2".into();
     forbidden(
-        report::<_, PersistentVolumeClaim>(&node_api, "n1", NodeReport::ClaimUpdate, &to_other)
+        report::<_, PersistentVolumeClaim>(&cluster, "n1", NodeReport::ClaimUpdate, &to_other)
             .await,
         "spec.volumeName",
     );
@@ -212,7 +216,7 @@ async fn a_node_binds_only_claims_selected_for_it_to_its_own_volumes() {
         .annotations
         .insert(SELECTED_NODE_ANNOTATION.into(), "n2".into());
     forbidden(
-        report::<_, PersistentVolumeClaim>(&node_api, "n1", NodeReport::ClaimUpdate, &handed_off)
+        report::<_, PersistentVolumeClaim>(&cluster, "n1", NodeReport::ClaimUpdate, &handed_off)
             .await,
         "selected-node",
     );
@@ -220,17 +224,17 @@ async fn a_node_binds_only_claims_selected_for_it_to_its_own_volumes() {
     assert_eq!(unchanged.spec.volume_name, "");
     assert_eq!(unchanged.selected_node(), Some("n1"));
 
-    let bound: PersistentVolumeClaim = report(&node_api, "n1", NodeReport::ClaimUpdate, &to_own)
+    let bound: PersistentVolumeClaim = report(&cluster, "n1", NodeReport::ClaimUpdate, &to_own)
         .await
         .unwrap();
     assert_eq!(bound.spec.volume_name, "pvc-n1");
     let mut status = bound.clone();
     status.status.phase = "Bound".into();
     forbidden(
-        report::<_, PersistentVolumeClaim>(&node_api, "n2", NodeReport::ClaimStatus, &status).await,
+        report::<_, PersistentVolumeClaim>(&cluster, "n2", NodeReport::ClaimStatus, &status).await,
         "selected-node",
     );
-    let bound: PersistentVolumeClaim = report(&node_api, "n1", NodeReport::ClaimStatus, &status)
+    let bound: PersistentVolumeClaim = report(&cluster, "n1", NodeReport::ClaimStatus, &status)
         .await
         .unwrap();
     assert!(bound.is_bound());
@@ -245,10 +249,10 @@ async fn a_node_binds_only_claims_selected_for_it_to_its_own_volumes() {
     .unwrap();
     event.set_type_meta();
     forbidden(
-        report::<_, Event>(&node_api, "n2", NodeReport::PodEvent, &event).await,
+        report::<_, Event>(&cluster, "n2", NodeReport::PodEvent, &event).await,
         "not selected for that node",
     );
-    let recorded: Event = report(&node_api, "n1", NodeReport::PodEvent, &event)
+    let recorded: Event = report(&cluster, "n1", NodeReport::PodEvent, &event)
         .await
         .unwrap();
     assert_eq!(recorded.reason, "VolumeSizeNotEnforced");

@@ -512,7 +512,7 @@ async fn a_standby_takes_over_from_a_killed_leader_without_scaling_twice() {
     second.kill();
 }
 
-/// An HPA on the built-in JetStream consumer lag of `JOBS`/`worker`, 5 messages per replica,
+/// An HPA on the built-in JetStream consumer lag of `APP_jobs`/`worker`, 5 messages per replica,
 /// from zero (any pending message wakes the workload).
 fn lag_hpa(name: &str) -> HorizontalPodAutoscaler {
     hpa(&format!(
@@ -532,7 +532,7 @@ spec:
     external:
       metric:
         name: jetstream_consumer_lag
-        selector: {{matchLabels: {{stream: JOBS, consumer: worker}}}}
+        selector: {{matchLabels: {{stream: APP_jobs, consumer: worker}}}}
       target: {{type: AverageValue, averageValue: '5'}}
 "
     ))
@@ -556,11 +556,18 @@ async fn jetstream_lag_wakes_a_consumer_from_zero_at_once_and_lets_it_go_when_dr
         },
     )
     .await;
-    let js = jetstream::new(cluster.nats.clone());
+    // The application keeps its work queue in a stream of its own, with an `app` identity:
+    // its subjects `apps.jobs.>`, its stream `APP_jobs`.
+    let app = cluster
+        .connect_as(&Role::App("jobs".into()), "jobs-app")
+        .await
+        .unwrap();
+    let queue = "apps.jobs.resize".to_string();
+    let js = jetstream::new(app);
     let jobs = js
         .create_stream(stream::Config {
-            name: "JOBS".into(),
-            subjects: vec!["jobs.>".into()],
+            name: bus_schemas::roles::app_stream("jobs"),
+            subjects: vec!["apps.jobs.>".into()],
             ..Default::default()
         })
         .await
@@ -585,7 +592,7 @@ async fn jetstream_lag_wakes_a_consumer_from_zero_at_once_and_lets_it_go_when_dr
     assert_eq!(spec_replicas(&api, "worker").await, Some(0));
 
     // One message: the first replica, without a periodic pass to wait for.
-    js.publish("jobs.resize", "photo-1".into())
+    js.publish(queue.clone(), "photo-1".into())
         .await
         .unwrap()
         .await
@@ -596,7 +603,7 @@ async fn jetstream_lag_wakes_a_consumer_from_zero_at_once_and_lets_it_go_when_dr
     .await;
     // A burst: ceil(12 / 5) = 3.
     for i in 2..=12 {
-        js.publish("jobs.resize", format!("photo-{i}").into())
+        js.publish(queue.clone(), format!("photo-{i}").into())
             .await
             .unwrap()
             .await
@@ -628,7 +635,7 @@ async fn jetstream_lag_wakes_a_consumer_from_zero_at_once_and_lets_it_go_when_dr
         .collect();
     assert!(
         events.iter().any(|m| m
-            == "New size: 1; reason: external metric jetstream_consumer_lag(consumer=worker,stream=JOBS) above target"),
+            == "New size: 1; reason: external metric jetstream_consumer_lag(consumer=worker,stream=APP_jobs) above target"),
         "{events:?}"
     );
 }

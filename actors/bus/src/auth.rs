@@ -93,6 +93,7 @@ pub fn default_name(role: &Role) -> String {
                 })
                 .collect::<String>()
         ),
+        Role::App(name) => format!("app-{name}"),
         other => other.kind().to_string(),
     }
 }

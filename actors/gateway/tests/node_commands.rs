@@ -12,8 +12,18 @@ use bus_schemas::roles::Role;
 use bus_schemas::{codec, subjects};
 use common::{pod, Env, Streaming};
 
+/// Log lines come from the node the pod runs on, and only it may publish them.
+async fn node_n1(env: &Env) -> async_nats::jetstream::Context {
+    let nats = env
+        .cluster
+        .connect_as(&Role::Node("n1".into()), "n1")
+        .await
+        .unwrap();
+    async_nats::jetstream::new(nats)
+}
+
 async fn publish_log(env: &Env, pod: &str, text: &str) {
-    let js = async_nats::jetstream::new(env.cluster.nats.clone());
+    let js = node_n1(env).await;
     let line = format!("{} {text}", chrono::Utc::now().to_rfc3339());
     js.publish(subjects::logs("n1", "default", pod, "main"), line.into())
         .await
@@ -23,7 +33,7 @@ async fn publish_log(env: &Env, pod: &str, text: &str) {
 }
 
 async fn publish_instance_log(env: &Env, pod: &str, instance: &str, text: &str) {
-    let js = async_nats::jetstream::new(env.cluster.nats.clone());
+    let js = node_n1(env).await;
     let mut headers = async_nats::HeaderMap::new();
     headers.insert(subjects::HEADER_CONTAINER_ID, instance);
     let line = format!("{} {text}", chrono::Utc::now().to_rfc3339());

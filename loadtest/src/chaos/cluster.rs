@@ -143,12 +143,34 @@ pub struct World {
     pub plan: Plan,
     pub cluster: NatsCluster,
     pub nats: async_nats::Client,
+    /// As the API: the throughput baseline makes and drops streams of its own, which only
+    /// the API's identity may.
+    pub api_nats: async_nats::Client,
     pub processes: Vec<ActorProcess>,
     nodes_per_host: usize,
 }
 
 impl World {
     pub async fn start(plan: Plan, args: &ChaosArgs) -> Result<World> {
+        // Every hollow node's credential exists before the servers read their configuration,
+        // so none needs a reload; the actor processes read theirs from the directory.
+        let auth = shoal_bus::auth::AuthDir::provision(plan.dir.join("auth"))?;
+        let nodes: Vec<(bus_schemas::roles::Role, String)> = (0..plan.hosts.len())
+            .flat_map(|host| {
+                (0..args.nodes_per_host.max(1)).map(move |i| {
+                    let name = if args.nodes_per_host > 1 {
+                        format!("h{}-{i}", host + 1)
+                    } else {
+                        format!("h{}", host + 1)
+                    };
+                    let role = bus_schemas::roles::Role::Node(name);
+                    let id = shoal_bus::auth::default_name(&role);
+                    (role, id)
+                })
+            })
+            .collect();
+        auth.ensure_many(&nodes)?;
+        let creds_dir = auth.dir().join("creds").display().to_string();
         let cluster = NatsCluster::start(&plan.hosts, &plan.dir)
             .await
             .context("starting three nats-servers")?;
@@ -157,7 +179,7 @@ impl World {
         let admin = cluster.creds(&bus_schemas::roles::Role::Admin).await?;
         let bootstrap = shoal_bus::connect(&cluster.url(), "chaos-bootstrap", &api).await?;
         let nats = shoal_bus::connect(&cluster.url(), "chaos-client", &admin).await?;
-        let js = async_nats::jetstream::new(bootstrap);
+        let js = async_nats::jetstream::new(bootstrap.clone());
         ensure_stream(&js, &StreamSettings { replicas: SERVERS })
             .await
             .context("creating the state at R3")?;
@@ -169,6 +191,8 @@ impl World {
                 vec![
                     "--nats".to_string(),
                     url.clone(),
+                    "--creds".into(),
+                    creds_dir.clone(),
                     "up".into(),
                     "--join".into(),
                     url.clone(),
@@ -189,6 +213,8 @@ impl World {
             let nodes = vec![
                 "--nats".to_string(),
                 url.clone(),
+                "--creds".into(),
+                creds_dir.clone(),
                 "node".into(),
                 "--hollow".into(),
                 "--count".into(),
@@ -220,6 +246,7 @@ impl World {
             plan,
             cluster,
             nats,
+            api_nats: bootstrap,
             processes,
             nodes_per_host: args.nodes_per_host,
         };

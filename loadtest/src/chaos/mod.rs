@@ -159,7 +159,7 @@ impl Report {
 
 async fn run_on_client(args: ChaosArgs, plan: cluster::Plan) -> Result<Report> {
     let mut world = cluster::World::start(plan, &args).await?;
-    let throughput = throughput::measure(&world.nats, args.throughput_writes).await?;
+    let throughput = throughput::measure(&world.api_nats, args.throughput_writes).await?;
     println!(
         "cluster up: 3 servers, {} actor processes; churning for {} s",
         world.processes.len(),

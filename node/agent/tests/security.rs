@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bus_schemas::api::ListOptions;
 use bus_schemas::kinds::{Event, Pod};
-use common::{pod, push_busybox, Node};
+use common::{allow_privileged_pods, pod, push_busybox, Node};
 use shoal_api::local::{eventually, LocalCluster};
 use shoal_bus::ApiClient;
 
@@ -64,6 +64,8 @@ async fn security_context_reaches_the_containers_and_run_as_non_root_refuses_roo
     let mut node = Node::new(dir.path());
     node.start(&cluster).await;
     let api = cluster.api();
+    // An Unconfined container is past the baseline pod security level.
+    allow_privileged_pods(&api).await;
 
     // Each container reports what it is held to in its termination message.
     let report = "echo \"uid=$(id -u) gid=$(id -g) $(grep NoNewPrivs /proc/self/status) $(grep ^Seccomp: /proc/self/status)\" > /dev/termination-log; \
@@ -156,6 +158,8 @@ async fn a_host_path_pod_runs_only_on_a_node_allowed_its_directory() {
     open.allow_host_path = vec![dir.path().to_path_buf()];
     open.start(&cluster).await;
     let api = cluster.api();
+    // Admission would refuse hostPath at the baseline level: this is the node's own gate.
+    allow_privileged_pods(&api).await;
     let spec = serde_json::json!({
         "restartPolicy": "Never",
         "volumes": [{"name": "host-data", "hostPath": {"path": data.to_str().unwrap()}}],

@@ -170,6 +170,11 @@ pub fn run(command: CredsCommand) -> Result<i32> {
                     let identity = default_name(&role);
                     (role, identity)
                 }
+                "app" => {
+                    let role = Role::parse(&format!("app:{name}"))?;
+                    let identity = default_name(&role);
+                    (role, identity)
+                }
                 other => (Role::parse(other)?, name),
             };
             let path = dir.issue(&role, &identity)?;
@@ -236,6 +241,7 @@ pub fn run(command: CredsCommand) -> Result<i32> {
         CredsCommand::Describe { role, output } => {
             let parsed = match role.as_str() {
                 "node" => Role::Node("NODE".into()),
+                "app" => Role::App("NAME".into()),
                 other => Role::parse(other)?,
             };
             let p = parsed.permissions("_INBOX.<public key>");

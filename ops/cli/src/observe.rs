@@ -18,9 +18,7 @@ pub async fn start(
     as_node: Option<&str>,
 ) -> Observing {
     match as_node {
-        Some(node) => {
-            shoal_telemetry::jetstream::export_as_node(url, node, move |o| auth.apply(o))
-        }
+        Some(node) => shoal_telemetry::jetstream::export_as_node(url, node, move |o| auth.apply(o)),
         None => shoal_telemetry::jetstream::export_as(url, move |o| auth.apply(o)),
     }
     actix::spawn(shoal_telemetry::serve::watch_nats(nats));
