@@ -48,6 +48,7 @@ pub mod reconcile_span;
 pub mod shutdown;
 pub mod store;
 pub mod tied;
+pub mod tls;
 pub mod violations;
 pub mod watch;
 pub mod workqueue;

@@ -105,14 +105,18 @@ struct Args {
     /// Give up on a phase when its counts have not moved for this long.
     #[arg(long, default_value_t = 120)]
     stall_seconds: u64,
-    /// Runs the workload (no failover) with identities off, then on, each in a process of its
-    /// own, and compares their API create rate and scheduling throughput (goal >= 0.95x on).
+    /// Runs the workload (no failover) with identities off, then on, then on with TLS, each in
+    /// a process of its own, and compares their API create rate and scheduling throughput
+    /// (goal >= 0.95x with identities, >= 0.9x with TLS).
     #[arg(long)]
     compare_auth: bool,
     /// Identities off: no authorization on the server, every connection anonymous (the
     /// baseline of `--compare-auth`).
     #[arg(long)]
     no_auth: bool,
+    /// Identities and TLS on: clients verify the server against a CA made for the run.
+    #[arg(long)]
+    tls: bool,
     /// (internal) Be the hollow-node child process.
     #[arg(long, hide = true)]
     hollow_only: bool,
@@ -317,7 +321,7 @@ fn pod_template(app: &str) -> serde_json::Value {
 
 fn run(args: Args) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let (runtime, natsd) = common::start_nats_with(dir.path(), !args.no_auth)?;
+    let (runtime, natsd) = common::start_nats_with(dir.path(), !args.no_auth, args.tls)?;
     let url = natsd.url();
     let identities = common::Identities::of(&runtime, &natsd)?;
     common::tracing_mode::export_to(&url, &identities.api);

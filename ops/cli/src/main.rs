@@ -15,13 +15,11 @@
 //! - `rollout`, `scale`, `nodes`: workload commands (rollout, scale, cordon/uncordon/drain).
 //! - here: dispatch, and each command's field manager (`shoal`, `shoal-label`, …) for
 //!   `metadata.managedFields`.
-//! - `bus_tls`: the CA and server certificate of `shoal up --tls`.
 //! - `creds`: the CLI's credential (`--creds`, `--ca`) and `shoal creds`.
 //! - `trace`: `shoal trace`, a trace from SHOAL_TRACES as a waterfall or OTLP JSON.
 
 mod actor_creds;
 mod apply;
-mod bus_tls;
 mod cli;
 mod cluster;
 mod create;

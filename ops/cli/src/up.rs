@@ -175,7 +175,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
                         )
                     }));
                 }
-                config.tls = Some(crate::bus_tls::load_or_create(
+                config.tls = Some(shoal_bus::tls::load_or_create(
                     &auth_path.join("tls"),
                     &hosts,
                 )?);

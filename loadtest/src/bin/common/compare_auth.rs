@@ -1,11 +1,9 @@
-//! `bench_scheduling --compare-auth`: the same workload with identities off and then on,
+//! `bench_scheduling --compare-auth`: the same workload with identities off, on, and on with
+//! TLS,
 //! each run a process of its own (this binary again, with `--no-auth` for the first), so
 //! neither run's leftover actors, fleet or memory weigh on the other's figures. Each run
 //! prints its rates on one line ([`super::Rates`]); this side echoes the runs and prints
 //! both rates and the ratios against the goals.
-//!
-//! TODO(TLS): a third run with identities and TLS (`NatsdConfig.tls`) once the identity
-//! branch can generate the server's certificate (goal >= 0.9x).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -15,14 +13,20 @@ use anyhow::{bail, Context, Result};
 use super::Rates;
 
 /// The runs compared: a label and the extra flags of its process.
-const RUNS: [(&str, &[&str]); 2] = [("identities off", &["--no-auth"]), ("identities on", &[])];
+const RUNS: [(&str, &[&str]); 3] = [
+    ("identities off", &["--no-auth"]),
+    ("identities on", &[]),
+    ("identities + TLS", &["--tls"]),
+];
 
 pub fn run() -> Result<()> {
     // The same arguments, minus the mode switches this side handles; failover is not part
     // of the comparison (only the create and scheduling phases are compared).
     let passed: Vec<String> = std::env::args()
         .skip(1)
-        .filter(|a| a != "--compare-auth" && a != "--no-auth" && a != "--skip-failover")
+        .filter(|a| {
+            a != "--compare-auth" && a != "--no-auth" && a != "--tls" && a != "--skip-failover"
+        })
         .collect();
     let mut results = Vec::new();
     for (label, flags) in RUNS {

@@ -39,20 +39,38 @@ use shoal_scheduler::{SchedulerConfig, SchedulerMetrics};
 /// A runtime and a nats-server (JetStream `sync_interval: always`, identities on) with its
 /// store in `dir`.
 pub fn start_nats(dir: &Path) -> Result<(tokio::runtime::Runtime, Natsd)> {
-    start_nats_with(dir, true)
+    start_nats_with(dir, true, false)
 }
 
 /// [`start_nats`], with identities on or off: off, the server has no authorization block
 /// and every connection is anonymous (the baseline `bench_scheduling --compare-auth`
 /// measures identities against).
-pub fn start_nats_with(dir: &Path, identities: bool) -> Result<(tokio::runtime::Runtime, Natsd)> {
+/// With `tls` (and identities), clients speak TLS to the server and verify it against the CA
+/// made in the identity directory (`<dir>/auth/tls/`).
+pub fn start_nats_with(
+    dir: &Path,
+    identities: bool,
+    tls: bool,
+) -> Result<(tokio::runtime::Runtime, Natsd)> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let natsd = runtime
         .block_on(async {
-            if identities {
+            if identities && tls {
+                let port = shoal_bus::natsd::free_port()?;
+                let mut config = shoal_bus::natsd::NatsdConfig::new(port, dir);
+                let auth = AuthDir::provision(dir.join("auth"))
+                    .map_err(shoal_bus::natsd::NatsdError::Auth)?;
+                let files =
+                    shoal_bus::tls::load_or_create(&auth.dir().join("tls"), &[]).map_err(|e| {
+                        shoal_bus::natsd::NatsdError::Spawn(std::io::Error::other(e.to_string()))
+                    })?;
+                config.tls = Some(files);
+                config.auth = Some(auth);
+                Natsd::start(config).await
+            } else if identities {
                 Natsd::start_in(dir).await
             } else {
                 let port = shoal_bus::natsd::free_port()?;
@@ -61,9 +79,14 @@ pub fn start_nats_with(dir: &Path, identities: bool) -> Result<(tokio::runtime::
         })
         .context("starting nats-server")?;
     println!(
-        "nats-server {}, JetStream sync_interval: always, identities {} (store {})",
+        "nats-server {}, JetStream sync_interval: always, identities {}, TLS {} (store {})",
         natsd.url(),
         if identities { "on" } else { "off" },
+        if natsd.config().tls.is_some() {
+            "on"
+        } else {
+            "off"
+        },
         dir.display()
     );
     Ok((runtime, natsd))
@@ -141,7 +164,9 @@ fn node_creds(auth: Option<&AuthDir>, node: &str) -> Result<ClientAuth> {
     };
     let role = Role::Node(node.to_string());
     let path = auth.creds_path(&shoal_bus::auth::default_name(&role));
-    Ok(ClientAuth::from_creds_file(&path)?)
+    // A bus with TLS on keeps its CA beside the credentials.
+    let ca = Some(auth.dir().join("tls").join("ca.pem")).filter(|ca| ca.is_file());
+    Ok(ClientAuth::from_creds_file(&path)?.with_ca(ca))
 }
 
 #[path = "../../tracing_mode.rs"]

@@ -1,20 +1,37 @@
-//! `shoal up --tls`: the bus's CA and the server certificate it signs, made once per data dir
+//! The bus's TLS (`shoal up --tls`, benchmarks comparing TLS on and off): the bus's CA and the server certificate it signs, made once per data dir
 //! (`<data dir>/auth/tls/`) and kept, so every client's `--ca` stays valid across restarts.
 //! The server certificate serves clients and, between the servers of a NATS cluster, both
 //! ends of a route (routes verify each other: server and client use).
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use crate::natsd::TlsFiles;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,
 };
-use shoal_bus::natsd::TlsFiles;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("generating the bus's TLS certificates: {0}")]
+    Generate(#[from] rcgen::Error),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
+    move |source| TlsError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
 
 /// The TLS files in `dir`, made now (naming `hosts` beside localhost, 127.0.0.1 and this
 /// machine's name) unless they exist.
-pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<TlsFiles> {
+pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<TlsFiles, TlsError> {
     let files = TlsFiles {
         ca: dir.join("ca.pem"),
         cert: dir.join("server.pem"),
@@ -27,18 +44,21 @@ pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<TlsFiles> {
     {
         return Ok(files);
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
     let mut names = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),
-        crate::node::hostname(),
+        nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_else(|| "localhost".into()),
     ];
     for host in hosts {
         if !host.is_empty() && host != "0.0.0.0" && !names.contains(host) {
             names.push(host.clone());
         }
     }
-    let generated = generate(names).context("generating the bus's TLS certificates")?;
+    let generated = generate(names)?;
     for (path, text, secret) in [
         (&files.ca, &generated.ca, false),
         (&ca_key, &generated.ca_key, true),
@@ -92,7 +112,7 @@ fn generate(names: Vec<String>) -> Result<Generated, rcgen::Error> {
     })
 }
 
-fn write(path: &Path, text: &str, secret: bool) -> Result<()> {
+fn write(path: &Path, text: &str, secret: bool) -> Result<(), TlsError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mode = if secret { 0o600 } else { 0o644 };
@@ -102,9 +122,8 @@ fn write(path: &Path, text: &str, secret: bool) -> Result<()> {
         .truncate(true)
         .mode(mode)
         .open(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    file.write_all(text.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))
+        .map_err(io(path))?;
+    file.write_all(text.as_bytes()).map_err(io(path))
 }
 
 #[cfg(test)]
