@@ -312,17 +312,22 @@ fn valid_name(name: &str) -> bool {
 }
 
 fn write_secret(path: &Path, contents: &str) -> Result<(), AuthError> {
+    write_private(path, contents).map_err(io(path))
+}
+
+/// Writes a file only its owner may read, beside and renamed over: a crash leaves the old
+/// file or the new one, never half of a key.
+pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&tmp)
-        .map_err(io(&tmp))?;
-    file.write_all(contents.as_bytes()).map_err(io(&tmp))?;
-    file.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+        .open(&tmp)?;
+    file.write_all(contents.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
 }
 
 /// The server's `authorization` block: every live identity's nkey and its role's lists.

@@ -6,10 +6,8 @@
 use std::path::Path;
 
 use crate::natsd::TlsFiles;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose,
-};
+pub use rcgen::ExtendedKeyUsagePurpose;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -58,7 +56,15 @@ pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<TlsFiles, TlsError
             names.push(host.clone());
         }
     }
-    let generated = generate(names)?;
+    let generated = issue(
+        "shoal-bus-ca",
+        "shoal-nats",
+        names,
+        vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ],
+    )?;
     for (path, text, secret) in [
         (&files.ca, &generated.ca, false),
         (&ca_key, &generated.ca_key, true),
@@ -70,19 +76,27 @@ pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<TlsFiles, TlsError
     Ok(files)
 }
 
-struct Generated {
-    ca: String,
-    ca_key: String,
-    cert: String,
-    key: String,
+/// A CA and one certificate it signed, as PEM.
+pub struct Issued {
+    pub ca: String,
+    pub ca_key: String,
+    pub cert: String,
+    pub key: String,
 }
 
-fn generate(names: Vec<String>) -> Result<Generated, rcgen::Error> {
+/// A new CA named `ca_name` and a certificate for `names` it signs, good for `usages`: the bus
+/// server's (server and client, for routes) and the gateway's (server only).
+pub fn issue(
+    ca_name: &str,
+    cert_name: &str,
+    names: Vec<String>,
+    usages: Vec<ExtendedKeyUsagePurpose>,
+) -> Result<Issued, rcgen::Error> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params
         .distinguished_name
-        .push(DnType::CommonName, "shoal-bus-ca");
+        .push(DnType::CommonName, ca_name);
     ca_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -93,18 +107,15 @@ fn generate(names: Vec<String>) -> Result<Generated, rcgen::Error> {
     let mut params = CertificateParams::new(names)?;
     params
         .distinguished_name
-        .push(DnType::CommonName, "shoal-nats");
-    params.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
+        .push(DnType::CommonName, cert_name);
+    params.extended_key_usages = usages;
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
     let key = KeyPair::generate()?;
     let cert = params.signed_by(&key, &ca, &ca_key)?;
-    Ok(Generated {
+    Ok(Issued {
         ca: ca.pem(),
         ca_key: ca_key.serialize_pem(),
         cert: cert.pem(),

@@ -4,10 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose,
-};
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -82,43 +78,25 @@ pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<Credentials, TlsEr
 
 /// New credentials, and the CA's private key.
 pub fn generate(hosts: &[String]) -> Result<(Credentials, String), TlsError> {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "shoal-ca");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_key = KeyPair::generate()?;
-    let ca = ca_params.self_signed(&ca_key)?;
-
     let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into()];
     for h in hosts {
         if !names.contains(h) && !h.is_empty() && h != "0.0.0.0" {
             names.push(h.clone());
         }
     }
-    let mut params = CertificateParams::new(names)?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "shoal-gateway");
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, &ca, &ca_key)?;
+    let issued = shoal_bus::tls::issue(
+        "shoal-ca",
+        "shoal-gateway",
+        names,
+        vec![shoal_bus::tls::ExtendedKeyUsagePurpose::ServerAuth],
+    )?;
     Ok((
         Credentials {
-            ca_pem: ca.pem(),
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
+            ca_pem: issued.ca,
+            cert_pem: issued.cert,
+            key_pem: issued.key,
         },
-        ca_key.serialize_pem(),
+        issued.ca_key,
     ))
 }
 

@@ -3,7 +3,6 @@
 //! top and restarting the API actors, which re-seal every Secret under it (see
 //! `ApiServer::reseal_secrets`); the old key can be dropped after that.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use aes_gcm::aead::{Aead, Payload};
@@ -87,7 +86,6 @@ impl KeyRing {
     }
 
     fn write_new(path: &Path, contents: &str) -> Result<(), KeyRingError> {
-        use std::os::unix::fs::OpenOptionsExt;
         let err = |e: std::io::Error| KeyRingError::File {
             path: path.into(),
             detail: e.to_string(),
@@ -95,18 +93,7 @@ impl KeyRing {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        // Written beside and renamed over, so a crash never leaves a half key file.
-        let tmp = path.with_extension("tmp");
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(err)?;
-        file.write_all(contents.as_bytes()).map_err(err)?;
-        file.sync_all().map_err(err)?;
-        std::fs::rename(&tmp, path).map_err(err)
+        shoal_bus::auth::write_private(path, contents).map_err(err)
     }
 
     pub fn load(path: &Path) -> Result<KeyRing, KeyRingError> {
