@@ -115,6 +115,8 @@ pub struct RawReply {
 #[derive(Clone)]
 pub struct ApiClient {
     nats: async_nats::Client,
+    /// The connection's inbox prefix, to tell its own refused publishes from others'.
+    inbox: Arc<str>,
     attempt_timeout: Duration,
     deadline: Duration,
     traceparent: Option<String>,
@@ -139,6 +141,7 @@ pub const DEFAULT_APPLY_MANAGER: &str = "shoal";
 impl ApiClient {
     pub fn new(nats: async_nats::Client) -> ApiClient {
         ApiClient {
+            inbox: crate::violations::inbox_of(&nats).into(),
             nats,
             attempt_timeout: Duration::from_secs(3),
             deadline: Duration::from_secs(20),
@@ -294,7 +297,7 @@ impl ApiClient {
                     .request_with_headers(subject.clone(), headers.clone(), body.clone());
             let attempt = tokio::time::timeout(self.attempt_timeout, attempt);
             // Refused by the server (the role may not publish there): no retry can succeed.
-            let outcome = crate::violations::refused_or(&self.nats, &subject, attempt)
+            let outcome = crate::violations::refused_or_in(&self.inbox, &subject, attempt)
                 .await
                 .map_err(|v| ApiError::Status(Status::new(Reason::Forbidden, v.to_string())))?;
             let detail = match outcome {

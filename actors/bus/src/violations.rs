@@ -116,8 +116,17 @@ pub async fn refused_or<T>(
     subject: &str,
     work: impl Future<Output = T>,
 ) -> Result<T, Violation> {
+    refused_or_in(&inbox_of(client), subject, work).await
+}
+
+/// [`refused_or`] for a connection whose inbox prefix ([`inbox_of`]) the caller keeps: an
+/// API client makes many requests on one connection.
+pub async fn refused_or_in<T>(
+    inbox: &str,
+    subject: &str,
+    work: impl Future<Output = T>,
+) -> Result<T, Violation> {
     let mut feed = subscribe();
-    let inbox = inbox_of(client);
     let refused = async {
         loop {
             match feed.recv().await {
