@@ -204,18 +204,27 @@ pub fn run(args: FromZeroArgs) -> Result<()> {
             js.publish(format!("apps.{APP}.work.job"), body.clone().into())
                 .await?
                 .await?;
+            let mut seen = None;
             let decided = tokio::time::timeout(Duration::from_secs(30), async {
                 while let Some((at, d)) = decisions.recv().await {
                     if d.hpa == NAME && d.rescaled && d.desired_replicas > 0 {
                         return Some(at);
                     }
+                    seen = Some(d);
                 }
                 None
             })
             .await
             .ok()
-            .flatten()
-            .with_context(|| format!("trial {i}: no decision to wake {NAME} within 30 s"))?;
+            .flatten();
+            let Some(decided) = decided else {
+                let status = api
+                    .get::<HorizontalPodAutoscaler>(NAMESPACE, NAME)
+                    .await
+                    .map(|h| format!("{:?}", h.status.conditions))
+                    .unwrap_or_default();
+                bail!("trial {i}: no decision to wake {NAME} within 30 s (last decision {seen:?}; conditions {status})");
+            };
             let consumed = tokio::time::timeout(Duration::from_secs(60), async {
                 while let Some(msg) = done.next().await {
                     if msg.payload.as_ref() == body.as_bytes() {
@@ -238,23 +247,33 @@ pub fn run(args: FromZeroArgs) -> Result<()> {
             to_decision.push(decided - start);
             to_consumed.push(consumed - start);
             // Back at zero, the pod gone, before the next trial.
-            wait_until("back to 0 with no pod", Duration::from_secs(60), || async {
-                let replicas = api
-                    .get::<Deployment>(NAMESPACE, NAME)
-                    .await
-                    .ok()
-                    .and_then(|d| d.spec.replicas);
-                let pods = api
-                    .list::<Pod>(&bus_schemas::api::ListOptions {
-                        namespace: NAMESPACE.into(),
-                        label_selector: format!("app={NAME}"),
-                        ..Default::default()
-                    })
-                    .await
-                    .map(|l| l.items.len())
-                    .unwrap_or(usize::MAX);
-                replicas == Some(0) && pods == 0
-            })
+            wait_until(
+                "back to 0 with no pod and no pull waiting",
+                Duration::from_secs(60),
+                || async {
+                    let replicas = api
+                        .get::<Deployment>(NAMESPACE, NAME)
+                        .await
+                        .ok()
+                        .and_then(|d| d.spec.replicas);
+                    let pods = api
+                        .list::<Pod>(&bus_schemas::api::ListOptions {
+                            namespace: NAMESPACE.into(),
+                            label_selector: format!("app={NAME}"),
+                            ..Default::default()
+                        })
+                        .await
+                        .map(|l| l.items.len())
+                        .unwrap_or(usize::MAX);
+                    // A stopped pod's last pull request can outlive it: it would take the next
+                    // message before any new pod exists.
+                    let waiting = match queue.clone().consumer_info("worker").await {
+                        Ok(info) => info.num_waiting,
+                        Err(_) => usize::MAX,
+                    };
+                    replicas == Some(0) && pods == 0 && waiting == 0
+                },
+            )
             .await?;
         }
         println!(
