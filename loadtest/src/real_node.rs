@@ -55,6 +55,8 @@ impl Default for NodeOptions<'_> {
 }
 
 /// The bus a benchmark's cluster runs on, for parts it starts itself.
+// Only `bench_autoscaler` (which includes this file) starts parts of its own.
+#[allow(dead_code)]
 #[derive(Clone)]
 pub struct Bus {
     pub url: String,
@@ -62,6 +64,7 @@ pub struct Bus {
     pub auth_dir: PathBuf,
 }
 
+#[allow(dead_code)]
 impl Bus {
     /// Where the credential of `role` is (it must be built in or in `extra_roles`).
     pub fn creds_path(&self, role: &Role) -> PathBuf {
