@@ -84,19 +84,23 @@ impl ActorProcess {
 
     /// The pass histogram's (count, sum in seconds); None until it is served.
     pub fn pass_totals(&self) -> Option<(u64, f64)> {
-        let body = http_get(&self.metrics_addr, "/metrics").ok()?;
-        let value = |suffix: &str| {
-            body.lines()
-                .find(|l| {
-                    l.strip_prefix(PASS_FAMILY)
-                        .and_then(|rest| rest.strip_prefix(suffix))
-                        .is_some_and(|rest| rest.starts_with(['{', ' ']))
-                })
-                .and_then(|l| l.split_whitespace().last())
-                .and_then(|v| v.parse::<f64>().ok())
-        };
-        Some((value("_count")? as u64, value("_sum")?))
+        pass_totals(&http_get(&self.metrics_addr, "/metrics").ok()?)
     }
+}
+
+/// The pass histogram's (count, sum) in a Prometheus text exposition.
+fn pass_totals(body: &str) -> Option<(u64, f64)> {
+    let value = |suffix: &str| {
+        body.lines()
+            .find(|l| {
+                l.strip_prefix(PASS_FAMILY)
+                    .and_then(|rest| rest.strip_prefix(suffix))
+                    .is_some_and(|rest| rest.starts_with(['{', ' ']))
+            })
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    Some((value("_count")? as u64, value("_sum")?))
 }
 
 impl Drop for ActorProcess {
@@ -126,5 +130,24 @@ fn http_get(addr: &str, path: &str) -> Result<String> {
             Ok(body.to_string())
         }
         _ => bail!("GET http://{addr}{path}: unexpected response"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pass_totals;
+
+    #[test]
+    fn the_pass_histogram_is_read_with_or_without_labels_and_other_families_ignored() {
+        let body = "# TYPE shoal_autoscaler_pass_duration_seconds histogram\n\
+            shoal_autoscaler_pass_duration_seconds_sum_other 9\n\
+            shoal_autoscaler_pass_duration_seconds_sum{actor=\"autoscaler\"} 1.25\n\
+            shoal_autoscaler_pass_duration_seconds_count{actor=\"autoscaler\"} 3\n\
+            shoal_autoscaler_pass_duration_seconds_bucket{le=\"0.001\",actor=\"autoscaler\"} 0\n";
+        assert_eq!(pass_totals(body), Some((3, 1.25)));
+        let bare = "shoal_autoscaler_pass_duration_seconds_count 7\n\
+            shoal_autoscaler_pass_duration_seconds_sum 0.5\n";
+        assert_eq!(pass_totals(bare), Some((7, 0.5)));
+        assert_eq!(pass_totals("# EOF\n"), None);
     }
 }

@@ -301,3 +301,15 @@ pub fn run(args: FromZeroArgs) -> Result<()> {
             .await
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pods_reach_the_bus_at_their_bridge_gateway_on_the_bus_port() {
+        assert_eq!(
+            super::pod_url("10.216.0.0/22", "nats://0.0.0.0:4567").unwrap(),
+            "nats://10.216.0.1:4567"
+        );
+        assert!(super::pod_url("10.216.0.0", "nats://0.0.0.0:4567").is_err());
+    }
+}

@@ -90,3 +90,16 @@ pub fn oscillating(target: f64, amplitude: f64, period_s: f64) -> Load {
         x.round().max(0.0) as u64
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_oscillation_swings_the_whole_amplitude_around_the_target_and_no_further() {
+        let load = super::oscillating(100.0, 0.05, 60.0);
+        let values: Vec<u64> = (0..600u32)
+            .map(|i| load(i as usize % 4, f64::from(i) / 10.0))
+            .collect();
+        assert_eq!(values.iter().min(), Some(&95));
+        assert_eq!(values.iter().max(), Some(&105));
+    }
+}
