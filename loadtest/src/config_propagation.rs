@@ -69,6 +69,7 @@ pub fn run(args: ConfigArgs) -> Result<()> {
         cgroup_parent: "shoal-bench-config",
         // The agent's defaults, as `shoal up` runs it: the update must not ride a short sync.
         sync_period: None,
+        ..Default::default()
     };
     with_real_node(options, |node| async move {
         let api = node.api.clone();

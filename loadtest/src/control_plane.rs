@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use bus_schemas::roles::Role;
-use shoal_bus::auth::ClientAuth;
-use shoal_bus::natsd::Natsd;
+use shoal_bus::auth::{AuthDir, ClientAuth};
+use shoal_bus::natsd::{Natsd, NatsdConfig, NatsdError};
 use shoal_bus::store::{ensure_stream, StreamSettings};
 
 /// The generator's tokio runtime (`workers` threads) and a nats-server with its store in
@@ -16,12 +16,26 @@ pub fn nats_on_runtime(
     dir: &std::path::Path,
     workers: usize,
 ) -> Result<(tokio::runtime::Runtime, shoal_bus::natsd::Natsd)> {
+    nats_on_runtime_at(dir, workers, "127.0.0.1")
+}
+
+/// [`nats_on_runtime`], the server serving clients on `host` (identities on either way).
+pub fn nats_on_runtime_at(
+    dir: &std::path::Path,
+    workers: usize,
+    host: &str,
+) -> Result<(tokio::runtime::Runtime, shoal_bus::natsd::Natsd)> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
         .build()?;
     let natsd = runtime
-        .block_on(shoal_bus::natsd::Natsd::start_in(dir))
+        .block_on(async {
+            let mut config = NatsdConfig::new(shoal_bus::natsd::free_port()?, dir);
+            config.host = host.to_string();
+            config.auth = Some(AuthDir::provision(dir.join("auth")).map_err(NatsdError::Auth)?);
+            Natsd::start(config).await
+        })
         .context("starting nats-server")?;
     Ok((runtime, natsd))
 }

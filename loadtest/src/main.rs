@@ -9,7 +9,8 @@
 //! - `stats`: percentiles and rates.
 //! - `tracing_mode`: untraced, or traced as `shoal up` is (for `bench_tracing`).
 //! - `chaos`: a three-host R3 cluster under churn and faults, and a history checker.
-//! - `src/bin/`: the runtime, scheduling and hollow-node benchmarks.
+//! - `src/bin/`: the runtime, scheduling, hollow-node and autoscaler (`bench_autoscaler/`)
+//!   benchmarks.
 
 mod api;
 mod chaos;

@@ -39,6 +39,7 @@ pub fn run(args: PodsArgs) -> Result<()> {
         pod_cidr: &pod_cidr,
         cgroup_parent: "shoal-bench",
         sync_period: Some(Duration::from_millis(500)),
+        ..Default::default()
     };
     with_real_node(options, |node| async move {
         let (api, nats) = (node.api.clone(), node.nats.clone());

@@ -1,4 +1,5 @@
-//! Pieces shared by the scale benchmarks (`bench_scheduling`, `bench_hollow`):
+//! Pieces shared by the scale benchmarks (`bench_scheduling`, `bench_hollow`,
+//! `bench_autoscaler`):
 //!
 //! - [`Identities`]: who connects as what. Every part of a benchmark presents the credential
 //!   of what it is, as in `shoal up`: the API, scheduler and controllers their own, each
