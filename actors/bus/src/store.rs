@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, context::PublishErrorKind, stream};
 use async_nats::HeaderMap;
+use bus_schemas::state_log::CompactionRecord;
 use bus_schemas::subjects::{self, HEADER_EVENT, HEADER_TRACEPARENT, OBJECTS_STREAM};
 use bytes::Bytes;
 
@@ -349,6 +350,68 @@ impl Store {
             Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound) => Ok(None),
             Err(e) => Err(StoreError::unavailable(e)),
         }
+    }
+
+    /// The compaction record and its revision in the log (its CAS base); None before the
+    /// first compaction.
+    pub async fn compaction_record(&self) -> Result<Option<(u64, CompactionRecord)>, StoreError> {
+        let Some(raw) = self.get_raw(subjects::COMPACTION_RECORD).await? else {
+            return Ok(None);
+        };
+        match bus_schemas::codec::from_msgpack::<CompactionRecord>(&raw.payload) {
+            Ok(record) => Ok(Some((raw.revision, record))),
+            Err(e) => {
+                // Overwritten by the next compaction; until then nothing is known compacted
+                // beyond what the stream's first sequence says.
+                tracing::error!(revision = raw.revision, error = %e, "undecodable compaction record; ignored");
+                Ok(Some((raw.revision, CompactionRecord::default())))
+            }
+        }
+    }
+
+    /// The compaction revision: a watch must start above it, or it may have missed the
+    /// deletion of an object whose tombstone was purged (410 Gone). Versions the stream
+    /// drops on its own (the oldest of an object's [`VERSIONS_KEPT`]) do not count: a watch
+    /// that misses one still sees the object's newer versions.
+    pub async fn compacted_revision(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .compaction_record()
+            .await?
+            .map(|(_, record)| record.revision)
+            .unwrap_or(0))
+    }
+
+    /// Writes the compaction record if the current one is still at `expected` (0: none yet).
+    /// API actors only.
+    pub async fn write_compaction_record(
+        &self,
+        record: &CompactionRecord,
+        expected: u64,
+    ) -> Result<Written, StoreError> {
+        let payload = bus_schemas::codec::to_msgpack(record)
+            .map_err(|e| StoreError::Unavailable(format!("encoding the compaction record: {e}")))?;
+        self.write(
+            subjects::COMPACTION_RECORD,
+            EventType::Modified,
+            payload,
+            expected,
+            &WriteMeta::default(),
+        )
+        .await
+    }
+
+    /// Removes every version of `subject` at or below `revision` (a tombstone and what came
+    /// before it), leaving any later version, so a name reused since keeps its object.
+    /// API actors only (the compactor).
+    pub async fn purge_through(&self, subject: &str, revision: u64) -> Result<u64, StoreError> {
+        let purged = self
+            .stream
+            .purge()
+            .filter(subject)
+            .sequence(revision + 1)
+            .await
+            .map_err(StoreError::unavailable)?;
+        Ok(purged.purged)
     }
 
     /// Lists the newest live version of every object under `filter` (a subject with
