@@ -443,15 +443,31 @@ impl Store {
             return Ok((Vec::new(), revision));
         }
         let mut messages = consumer.messages().await.map_err(StoreError::unavailable)?;
-        let deadline = Duration::from_secs(30);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut last_delivered = 0;
         loop {
-            let next = tokio::time::timeout(deadline, messages.next())
-                .await
-                .map_err(|_| StoreError::Unavailable(format!("listing {filter} timed out")))?;
+            let next = match tokio::time::timeout(LIST_IDLE, messages.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    // The consumer's pending count is fixed when it is made: a subject the
+                    // compactor purges meanwhile is counted but never delivered. The log
+                    // itself says whether anything is left after what arrived.
+                    if self.nothing_after(filter, last_delivered).await? {
+                        break;
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(StoreError::Unavailable(format!(
+                            "listing {filter} timed out"
+                        )));
+                    }
+                    continue;
+                }
+            };
             let Some(msg) = next else { break };
             let msg = msg.map_err(StoreError::unavailable)?;
             let info = msg.info().map_err(StoreError::unavailable)?;
             let (seq, remaining) = (info.stream_sequence, info.pending);
+            last_delivered = seq;
             revision = revision.max(seq);
             let raw = raw_from_stored(
                 msg.subject.to_string(),
@@ -471,6 +487,24 @@ impl Store {
         let mut items: Vec<RawEvent> = items.into_values().collect();
         items.sort_by_key(|raw| raw.revision);
         Ok((items, revision))
+    }
+}
+
+/// How long a list waits for its next message before asking the log whether any is left.
+const LIST_IDLE: Duration = Duration::from_millis(500);
+
+impl Store {
+    /// True if the log holds no message under `filter` after `revision`.
+    async fn nothing_after(&self, filter: &str, revision: u64) -> Result<bool, StoreError> {
+        match self
+            .stream
+            .direct_get_next_for_subject(filter, Some(revision + 1))
+            .await
+        {
+            Ok(_) => Ok(false),
+            Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound) => Ok(true),
+            Err(e) => Err(StoreError::unavailable(e)),
+        }
     }
 }
 
