@@ -11,6 +11,7 @@
 //! - [`dns`]: the request and reply of DNS queries over the bus.
 //! - [`autoscaling`]: external metric samples, autoscaling hook request/reply, decisions.
 //! - [`subjects`]: the only place a subject string is built or parsed.
+//! - [`state_log`]: the state log's own record of what compaction removed.
 //! - [`wellknown`]: the other names of the contract: finalizers, reserved namespaces, shared
 //!   labels and annotations.
 //! - [`codec`]: msgpack (named fields) for the bus; strict decoding with field paths for input.
@@ -41,6 +42,7 @@ pub mod quantity;
 pub mod resource;
 pub mod roles;
 pub mod selector;
+pub mod state_log;
 pub mod status;
 pub mod subjects;
 pub mod validation;

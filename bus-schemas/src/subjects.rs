@@ -111,6 +111,12 @@ pub fn object(kind_token: &str, namespace: &str, name: &str) -> String {
     )
 }
 
+/// The state log's compaction record (`state_log::CompactionRecord`): the highest revision
+/// whose deleted objects were purged, and which API replica compacts. In the object stream
+/// so it is replicated and read like the state it describes; its kind token is no kind's, so
+/// no informer or kind watch ever sees it.
+pub const COMPACTION_RECORD: &str = "shoal.v1.obj.compaction._.record";
+
 /// Every object of one kind, optionally within one namespace.
 pub fn objects_of(kind_token: &str, namespace: Option<&str>) -> String {
     match namespace {

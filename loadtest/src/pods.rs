@@ -62,6 +62,7 @@ pub fn run(args: PodsArgs) -> Result<()> {
                 let Some(event) = event else {
                     anyhow::bail!("watch ended")
                 };
+                let event = event?;
                 let p: Pod = bus_schemas::codec::from_msgpack(&event.payload)?;
                 if p.status.phase == "Running" {
                     break;

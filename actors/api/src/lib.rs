@@ -34,6 +34,8 @@
 //! - [`telemetry`]: the request span (continuing the sender's trace), request metrics, and
 //!   what each compare-and-swap write met.
 //! - [`merge_patch`], [`reply`], [`request`]: small helpers.
+//! - [`compactor`]: beside the request path: purges deleted objects' subjects after the
+//!   retention, expires Events, and records the compaction revision watches start above.
 //! - [`local`]: a whole control plane on a temporary nats-server, for other crates' tests
 //!   (feature `test-support`).
 //!
@@ -50,6 +52,7 @@ pub mod actor;
 pub mod admission;
 pub mod apply;
 pub mod commit;
+pub mod compactor;
 pub mod created_fields;
 pub mod deletion;
 pub mod field_manager;
@@ -98,6 +101,8 @@ pub struct ApiConfig {
     /// The Secret encryption keys (`NAME:BASE64` lines, the first encrypts; created with one
     /// key if missing). None: Secrets are refused rather than stored in clear.
     pub secret_key_file: Option<std::path::PathBuf>,
+    /// How long deleted objects and Events stay in the state log.
+    pub compaction: compactor::CompactionConfig,
 }
 
 /// Serves API requests until `shutdown` resolves. Must run inside an actix system.
@@ -154,14 +159,22 @@ pub async fn run_with_ready(
     }
     // Make sure the subscriptions are registered server-side before we report ready.
     let _ = nats.flush().await;
+    let compaction_store = server.store.clone();
     let addr = actor::ApiActor::new(server, nats, subscriptions).start();
     tracing::info!(
         "API actor serving {} and {}",
         subjects::API_ALL,
         subjects::NODE_ALL
     );
+    let identity = format!("api-{}", uuid::Uuid::new_v4().simple());
+    let compacting = tokio::spawn(compactor::run(
+        compaction_store,
+        config.compaction,
+        identity,
+    ));
     let _ = ready.send(());
     shutdown.await;
+    compacting.abort();
     let _ = addr.send(actor::Shutdown).await;
     Ok(())
 }

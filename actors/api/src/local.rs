@@ -18,6 +18,8 @@ pub struct LocalCluster {
     pub nats: async_nats::Client,
     pub store: Store,
     pub informers: InformerFactory,
+    /// What API replicas started from now on keep of deleted objects and Events.
+    pub compaction: crate::compactor::CompactionConfig,
     replicas: Vec<Trigger>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -38,13 +40,28 @@ impl LocalCluster {
     /// Starts nats-server in a fresh temporary directory and one API replica.
     /// Must run inside an actix system (`#[actix::test]`).
     pub async fn start() -> Result<LocalCluster, LocalClusterError> {
+        LocalCluster::start_compacting(Default::default()).await
+    }
+
+    /// As [`LocalCluster::start`], with API replicas compacting the log as `compaction`
+    /// says (tests shorten the retention to seconds).
+    pub async fn start_compacting(
+        compaction: crate::compactor::CompactionConfig,
+    ) -> Result<LocalCluster, LocalClusterError> {
         let dir = tempfile::tempdir().map_err(|e| LocalClusterError::Connect(e.to_string()))?;
-        let mut cluster = LocalCluster::start_in(dir.path().to_path_buf()).await?;
+        let mut cluster = LocalCluster::start_in_with(dir.path().to_path_buf(), compaction).await?;
         cluster._dir = Some(dir);
         Ok(cluster)
     }
 
     pub async fn start_in(dir: PathBuf) -> Result<LocalCluster, LocalClusterError> {
+        LocalCluster::start_in_with(dir, Default::default()).await
+    }
+
+    async fn start_in_with(
+        dir: PathBuf,
+        compaction: crate::compactor::CompactionConfig,
+    ) -> Result<LocalCluster, LocalClusterError> {
         let natsd = Natsd::start_in(&dir).await?;
         // The state log is the API's to create, as in `shoal up`.
         let api = connect_as(&natsd, &Role::Api, "shoal-local-bootstrap").await?;
@@ -60,6 +77,7 @@ impl LocalCluster {
             nats,
             store,
             informers,
+            compaction,
             replicas: Vec::new(),
             _dir: None,
         };
@@ -74,9 +92,11 @@ impl LocalCluster {
         let (trigger, shutdown) = shutdown::channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let secret_key_file = self.secret_key_file.clone();
+        let compaction = self.compaction;
         actix::spawn(async move {
             let config = crate::ApiConfig {
                 secret_key_file: Some(secret_key_file),
+                compaction,
                 ..Default::default()
             };
             let result = crate::run_with_ready(config, nats, shutdown.wait(), ready_tx).await;

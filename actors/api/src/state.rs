@@ -328,6 +328,8 @@ impl ApiServer {
                         .map_err(|e| store_error(K::INFO.kind, &ns, &name, e))?;
                     match last {
                         Some(raw) if raw.is_tombstone() => expected = raw.revision,
+                        // The compactor purged the tombstone we expected: nothing is there.
+                        None => expected = 0,
                         _ => {
                             if let Some(mine) = self.own_earlier_attempt::<K>(req, &ns, &name).await
                             {

@@ -393,9 +393,55 @@ impl<K> Drop for Informer<K> {
 }
 
 async fn run<K: Resource>(store: Store, filter: String, shared: Arc<Shared<K>>) {
+    let mut relists = 0u64;
+    // A watch that expires at once again (a compaction record ahead of the log) must not
+    // spin the relist: back off until a watch delivers something.
+    let mut pause = RELIST.delays();
+    loop {
+        let (items, revision) = list(&store, &filter, &shared).await;
+        if relists == 0 {
+            fill(&shared, items);
+        } else {
+            replace(&shared, items);
+        }
+        publish_revision(&shared, revision);
+        shared.synced_tx.send_replace(true);
+
+        let mut watch = RawWatch::start(store.clone(), filter.clone(), revision + 1);
+        let mut delivered = false;
+        loop {
+            match watch.next().await {
+                Some(Ok(raw)) => {
+                    delivered = true;
+                    apply(&shared, raw)
+                }
+                Some(Err(expired)) => {
+                    // What was missed is unknowable: the list says what is there now, and
+                    // the difference to the cache becomes changes, as if watched.
+                    tracing::info!(kind = K::INFO.kind, %expired, "informer watch expired; relisting");
+                    break;
+                }
+                None => return,
+            }
+        }
+        if delivered {
+            pause = RELIST.delays();
+        } else {
+            tokio::time::sleep(pause.next().unwrap_or(RELIST.max)).await;
+        }
+        relists += 1;
+    }
+}
+
+/// The live objects under `filter` and the list's revision, retried until the log answers.
+async fn list<K: Resource>(
+    store: &Store,
+    filter: &str,
+    shared: &Shared<K>,
+) -> (Vec<RawEvent>, u64) {
     let mut delays = RELIST.delays();
-    let (items, revision) = loop {
-        match store.list_raw(&filter).await {
+    let listed = loop {
+        match store.list_raw(filter).await {
             Ok(listed) => break listed,
             Err(e) => {
                 tracing::warn!(kind = K::INFO.kind, error = %e, "informer list failed; retrying");
@@ -406,24 +452,68 @@ async fn run<K: Resource>(store: Store, filter: String, shared: Arc<Shared<K>>) 
         }
     };
     *shared.failed.write().expect("informer lock") = None;
-    {
-        let mut cache = shared.cache.write().expect("informer lock");
-        for raw in items {
-            if let Some((key, obj)) = decode::<K>(&raw) {
-                cache.index_add(&key, &obj, None);
-                if let Some(tp) = &raw.traceparent {
-                    cache.traces.insert(key.clone(), Arc::from(tp.as_str()));
-                }
-                cache.objects.insert(key, Arc::new(obj));
+    listed
+}
+
+/// The first list: straight into the empty cache, no changes sent (nobody acts before sync).
+fn fill<K: Resource>(shared: &Shared<K>, items: Vec<RawEvent>) {
+    let mut cache = shared.cache.write().expect("informer lock");
+    for raw in items {
+        if let Some((key, obj)) = decode::<K>(&raw) {
+            cache.index_add(&key, &obj, None);
+            if let Some(tp) = &raw.traceparent {
+                cache.traces.insert(key.clone(), Arc::from(tp.as_str()));
             }
+            cache.objects.insert(key, Arc::new(obj));
         }
     }
-    publish_revision(&shared, revision);
-    shared.synced_tx.send_replace(true);
+}
 
-    let mut watch = RawWatch::start(store, filter, revision + 1);
-    while let Some(raw) = watch.next().await {
-        apply(&shared, raw);
+/// A relist after an expired watch: every listed object whose version the cache lacks is
+/// applied as a change, and every cached object the list no longer has is deleted, with its
+/// cached version as the final one.
+fn replace<K: Resource>(shared: &Shared<K>, items: Vec<RawEvent>) {
+    let mut listed = HashSet::new();
+    for raw in items {
+        let Some((key, obj)) = decode::<K>(&raw) else {
+            continue;
+        };
+        let unchanged = shared
+            .cache
+            .read()
+            .expect("informer lock")
+            .objects
+            .get(&key)
+            .is_some_and(|cached| cached.meta().resource_version == obj.meta().resource_version);
+        listed.insert(key);
+        if !unchanged {
+            apply_at(shared, raw, false);
+        }
+    }
+    let gone: Vec<(ObjectKey, Arc<K>)> = shared
+        .cache
+        .read()
+        .expect("informer lock")
+        .objects
+        .iter()
+        .filter(|(key, _)| !listed.contains(*key))
+        .map(|(key, obj)| (key.clone(), obj.clone()))
+        .collect();
+    for (key, obj) in gone {
+        let revision = obj.meta().resource_version.parse().unwrap_or(0);
+        let raw = RawEvent {
+            subject: subjects::object(&K::INFO.token(), &key.namespace, &key.name),
+            revision,
+            event: EventType::Deleted,
+            payload: match codec::to_msgpack(obj.as_ref()) {
+                Ok(bytes) => bytes.into(),
+                Err(_) => continue,
+            },
+            request_id: None,
+            traceparent: None,
+            stored_at: None,
+        };
+        apply_at(shared, raw, false);
     }
 }
 
@@ -448,8 +538,16 @@ fn decode<K: Resource>(raw: &RawEvent) -> Option<(ObjectKey, K)> {
 }
 
 fn apply<K: Resource>(shared: &Shared<K>, raw: RawEvent) {
+    apply_at(shared, raw, true)
+}
+
+/// Applies one version; `publish` false during a relist, whose versions come out of log
+/// order: the cache's revision then moves once, to the list's, when the relist is done.
+fn apply_at<K: Resource>(shared: &Shared<K>, raw: RawEvent, publish: bool) {
     let Some((key, obj)) = decode::<K>(&raw) else {
-        publish_revision(shared, raw.revision);
+        if publish {
+            publish_revision(shared, raw.revision);
+        }
         return;
     };
     let new = Arc::new(obj);
@@ -493,7 +591,9 @@ fn apply<K: Resource>(shared: &Shared<K>, raw: RawEvent) {
         (_, None) => EventType::Added,
         (_, Some(_)) => EventType::Modified,
     };
-    publish_revision(shared, raw.revision);
+    if publish {
+        publish_revision(shared, raw.revision);
+    }
     let change = Change {
         event,
         key,

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, context::PublishErrorKind, stream};
 use async_nats::HeaderMap;
+use bus_schemas::state_log::CompactionRecord;
 use bus_schemas::subjects::{self, HEADER_EVENT, HEADER_TRACEPARENT, OBJECTS_STREAM};
 use bytes::Bytes;
 
@@ -351,6 +352,68 @@ impl Store {
         }
     }
 
+    /// The compaction record and its revision in the log (its CAS base); None before the
+    /// first compaction.
+    pub async fn compaction_record(&self) -> Result<Option<(u64, CompactionRecord)>, StoreError> {
+        let Some(raw) = self.get_raw(subjects::COMPACTION_RECORD).await? else {
+            return Ok(None);
+        };
+        match bus_schemas::codec::from_msgpack::<CompactionRecord>(&raw.payload) {
+            Ok(record) => Ok(Some((raw.revision, record))),
+            Err(e) => {
+                // Overwritten by the next compaction; until then nothing is known compacted
+                // beyond what the stream's first sequence says.
+                tracing::error!(revision = raw.revision, error = %e, "undecodable compaction record; ignored");
+                Ok(Some((raw.revision, CompactionRecord::default())))
+            }
+        }
+    }
+
+    /// The compaction revision: a watch must start above it, or it may have missed the
+    /// deletion of an object whose tombstone was purged (410 Gone). Versions the stream
+    /// drops on its own (the oldest of an object's [`VERSIONS_KEPT`]) do not count: a watch
+    /// that misses one still sees the object's newer versions.
+    pub async fn compacted_revision(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .compaction_record()
+            .await?
+            .map(|(_, record)| record.revision)
+            .unwrap_or(0))
+    }
+
+    /// Writes the compaction record if the current one is still at `expected` (0: none yet).
+    /// API actors only.
+    pub async fn write_compaction_record(
+        &self,
+        record: &CompactionRecord,
+        expected: u64,
+    ) -> Result<Written, StoreError> {
+        let payload = bus_schemas::codec::to_msgpack(record)
+            .map_err(|e| StoreError::Unavailable(format!("encoding the compaction record: {e}")))?;
+        self.write(
+            subjects::COMPACTION_RECORD,
+            EventType::Modified,
+            payload,
+            expected,
+            &WriteMeta::default(),
+        )
+        .await
+    }
+
+    /// Removes every version of `subject` at or below `revision` (a tombstone and what came
+    /// before it), leaving any later version, so a name reused since keeps its object.
+    /// API actors only (the compactor).
+    pub async fn purge_through(&self, subject: &str, revision: u64) -> Result<u64, StoreError> {
+        let purged = self
+            .stream
+            .purge()
+            .filter(subject)
+            .sequence(revision + 1)
+            .await
+            .map_err(StoreError::unavailable)?;
+        Ok(purged.purged)
+    }
+
     /// Lists the newest live version of every object under `filter` (a subject with
     /// wildcards), and the revision the list reflects.
     pub async fn list_raw(&self, filter: &str) -> Result<(Vec<RawEvent>, u64), StoreError> {
@@ -380,15 +443,31 @@ impl Store {
             return Ok((Vec::new(), revision));
         }
         let mut messages = consumer.messages().await.map_err(StoreError::unavailable)?;
-        let deadline = Duration::from_secs(30);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut last_delivered = 0;
         loop {
-            let next = tokio::time::timeout(deadline, messages.next())
-                .await
-                .map_err(|_| StoreError::Unavailable(format!("listing {filter} timed out")))?;
+            let next = match tokio::time::timeout(LIST_IDLE, messages.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    // The consumer's pending count is fixed when it is made: a subject the
+                    // compactor purges meanwhile is counted but never delivered. The log
+                    // itself says whether anything is left after what arrived.
+                    if self.nothing_after(filter, last_delivered).await? {
+                        break;
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(StoreError::Unavailable(format!(
+                            "listing {filter} timed out"
+                        )));
+                    }
+                    continue;
+                }
+            };
             let Some(msg) = next else { break };
             let msg = msg.map_err(StoreError::unavailable)?;
             let info = msg.info().map_err(StoreError::unavailable)?;
             let (seq, remaining) = (info.stream_sequence, info.pending);
+            last_delivered = seq;
             revision = revision.max(seq);
             let raw = raw_from_stored(
                 msg.subject.to_string(),
@@ -408,6 +487,24 @@ impl Store {
         let mut items: Vec<RawEvent> = items.into_values().collect();
         items.sort_by_key(|raw| raw.revision);
         Ok((items, revision))
+    }
+}
+
+/// How long a list waits for its next message before asking the log whether any is left.
+const LIST_IDLE: Duration = Duration::from_millis(500);
+
+impl Store {
+    /// True if the log holds no message under `filter` after `revision`.
+    async fn nothing_after(&self, filter: &str, revision: u64) -> Result<bool, StoreError> {
+        match self
+            .stream
+            .direct_get_next_for_subject(filter, Some(revision + 1))
+            .await
+        {
+            Ok(_) => Ok(false),
+            Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound) => Ok(true),
+            Err(e) => Err(StoreError::unavailable(e)),
+        }
     }
 }
 

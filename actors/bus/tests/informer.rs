@@ -116,3 +116,139 @@ async fn a_keyed_subscriber_that_falls_behind_is_told_to_resync() {
         .expect("no second lag");
     assert_eq!(next.key.name, "after");
 }
+
+/// A TCP forwarder to the nats-server that the test can shut: while shut, every connection
+/// through it is cut and new ones are dropped, so a client behind it misses what happens
+/// meanwhile, as one cut off by the network would.
+struct Gate {
+    port: u16,
+    open: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Gate {
+    async fn to(upstream: u16) -> Gate {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (open, _) = tokio::sync::watch::channel(true);
+        let gate = open.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut shut = gate.subscribe();
+                if !*shut.borrow_and_update() {
+                    continue; // dropped at once
+                }
+                tokio::spawn(async move {
+                    let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = shut.wait_for(|open| !*open) => {}
+                    }
+                });
+            }
+        });
+        Gate { port, open, task }
+    }
+
+    fn set(&self, open: bool) {
+        self.open.send_replace(open);
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Issue 14: a watch that resumes below the compaction revision expires, and the informer
+/// relists: the object deleted (and purged) while it was away is removed from the cache
+/// with a DELETED change, the one created meanwhile arrives, and the watch goes on.
+#[tokio::test]
+async fn an_informer_cut_off_while_the_log_is_compacted_relists_and_converges() {
+    use bus_schemas::state_log::CompactionRecord;
+    use shoal_bus::informer::Informer;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (mut natsd, store) = setup(dir.path()).await;
+    let gate = Gate::to(natsd.config().port).await;
+    let api = natsd.creds(&bus_schemas::roles::Role::Api).await.unwrap();
+    let url = natsd.url().replace(
+        &format!(":{}", natsd.config().port),
+        &format!(":{}", gate.port),
+    );
+    let behind = shoal_bus::connect(&url, "behind-the-gate", &api)
+        .await
+        .unwrap();
+    put(&store, "x", "n1", EventType::Added).await;
+    put(&store, "y", "n1", EventType::Added).await;
+    let informer = Informer::<Pod>::start(Store::open(behind).await.unwrap());
+    informer.wait_synced().await.unwrap();
+    assert_eq!(informer.len(), 2);
+    let mut changes = informer.subscribe();
+
+    gate.set(false);
+    // The server forgets the informer's consumer: it must be recreated, from its revision.
+    natsd.restart().await.unwrap();
+    let tombstone = loop {
+        match store
+            .get_raw(&subjects::object("pod", "default", "y"))
+            .await
+        {
+            Ok(_) => break put(&store, "y", "n1", EventType::Deleted).await,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    let z = put(&store, "z", "n2", EventType::Added).await;
+    // What the compactor does once the tombstone is old enough: record, then purge.
+    store
+        .write_compaction_record(
+            &CompactionRecord {
+                revision: tombstone,
+                ..Default::default()
+            },
+            0,
+        )
+        .await
+        .unwrap();
+    store
+        .purge_through(&subjects::object("pod", "default", "y"), tombstone)
+        .await
+        .unwrap();
+    assert!(store
+        .get_raw(&subjects::object("pod", "default", "y"))
+        .await
+        .unwrap()
+        .is_none());
+    gate.set(true);
+
+    let mut deleted = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !(deleted && informer.get("default", "z").is_some()) {
+        let change = tokio::time::timeout_at(deadline, changes.recv())
+            .await
+            .expect("the informer relists and converges")
+            .unwrap();
+        if change.key.name == "y" {
+            assert_eq!(change.event, EventType::Deleted);
+            assert_eq!(
+                change.new.metadata.name, "y",
+                "the final version is the cached one"
+            );
+            deleted = true;
+        }
+    }
+    assert!(informer.get("default", "y").is_none());
+    assert!(informer.get("default", "x").is_some());
+    assert!(informer.revision() >= z);
+    // And it watches on from the relist.
+    let w = put(&store, "w", "n3", EventType::Added).await;
+    tokio::time::timeout(Duration::from_secs(10), informer.wait_for_revision(w))
+        .await
+        .expect("the watch after the relist delivers new writes");
+    assert!(informer.get("default", "w").is_some());
+}

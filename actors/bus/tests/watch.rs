@@ -71,7 +71,8 @@ async fn a_watch_survives_a_server_restart_without_loss_or_duplicates() {
         let ev = tokio::time::timeout(Duration::from_secs(30), watch.next())
             .await
             .expect("events keep arriving after the restart")
-            .expect("watch open");
+            .expect("watch open")
+            .expect("nothing compacted");
         seen.push(ev.revision);
     }
     let unique: HashSet<u64> = seen.iter().copied().collect();
@@ -86,7 +87,7 @@ async fn a_watch_survives_a_server_restart_without_loss_or_duplicates() {
     assert!(
         extra.is_err(),
         "unexpected extra event {:?}",
-        extra.ok().flatten().map(|e| e.revision)
+        extra.ok().flatten().map(|e| e.map(|e| e.revision))
     );
 }
 
@@ -184,6 +185,7 @@ async fn list_at_n_then_watch_from_n_plus_1_misses_nothing_under_concurrent_writ
         let ev = tokio::time::timeout(Duration::from_secs(10), watch.next())
             .await
             .unwrap()
+            .unwrap()
             .unwrap();
         assert!(ev.revision > at, "strictly increasing revisions");
         at = ev.revision;
@@ -241,4 +243,65 @@ async fn a_state_stream_deleted_under_an_open_store_is_reported_as_missing() {
         Err(shoal_bus::StoreError::StreamMissing) => {}
         other => panic!("expected StreamMissing, got {other:?}"),
     }
+}
+
+/// Issue 14: the log's compaction revision is where watches must start above. One from at
+/// or below it ends with `Expired` (the 410 Gone its owner relists on); one from above is
+/// served, and purging leaves the versions written after the tombstone (the name reused).
+#[tokio::test]
+async fn a_watch_from_at_or_below_the_compaction_revision_expires() {
+    use bus_schemas::state_log::CompactionRecord;
+    use shoal_bus::watch::Expired;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_natsd, store) = setup(dir.path()).await;
+    write(&store, "a", 1).await;
+    let subject = subjects::object("pod", "default", "a");
+    delete(&store, "a").await;
+    let tombstone = store.get_raw(&subject).await.unwrap().unwrap().revision;
+    let reused = write(&store, "a", 2).await;
+    assert_eq!(store.compacted_revision().await.unwrap(), 0);
+    store
+        .write_compaction_record(
+            &CompactionRecord {
+                revision: tombstone,
+                ..Default::default()
+            },
+            0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.purge_through(&subject, tombstone).await.unwrap(), 2);
+    assert_eq!(store.compacted_revision().await.unwrap(), tombstone);
+    let left: Vec<u64> = store
+        .history(&subject)
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| v.revision)
+        .collect();
+    assert_eq!(left, vec![reused], "the reused name's object stays");
+
+    let filter = subjects::objects_of("pod", None);
+    for from in [1, tombstone] {
+        let mut watch = RawWatch::start(store.clone(), filter.clone(), from);
+        let item = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await
+            .unwrap();
+        assert_eq!(
+            item.map(|i| i.map(|e| e.revision)),
+            Some(Err(Expired {
+                from,
+                compacted: tombstone
+            }))
+        );
+        assert!(watch.next().await.is_none(), "an expired watch ends");
+    }
+    let mut watch = RawWatch::start(store.clone(), filter, tombstone + 1);
+    let event = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(event.revision, reused);
 }

@@ -214,7 +214,14 @@ async fn pump(
         };
         tokio::select! {
             event = watch.next() => {
-                let Some(event) = event else { return Ok(()) };
+                let event = match event {
+                    Some(Ok(event)) => event,
+                    // Compacted past this watch while it ran: the client relists on 410.
+                    Some(Err(expired)) => {
+                        return send(&tx, event_line("ERROR", gone(expired.from.saturating_sub(1), expired.compacted))).await;
+                    }
+                    None => return Ok(()),
+                };
                 last = event.revision;
                 let Ok(mut obj) = rmp_serde::from_slice::<Value>(&event.payload) else {
                     tracing::warn!(subject = %event.subject, revision = event.revision, "undecodable object in the state log; skipped");
@@ -338,8 +345,10 @@ async fn list_all(
     }
 }
 
-/// The 410 Expired Status for a revision older than the oldest the log still holds.
+/// The 410 Expired Status for a revision older than the oldest the log still holds: below
+/// its first sequence, or at or below its compaction revision (a purged tombstone).
 async fn expired(bus: &Bus, rv: u64) -> Option<Value> {
+    let recorded = bus.store.compacted_revision().await.ok()?;
     let stream = bus
         .store
         .jetstream()
@@ -347,18 +356,20 @@ async fn expired(bus: &Bus, rv: u64) -> Option<Value> {
         .await
         .ok()?;
     let first = stream.cached_info().state.first_sequence;
-    if rv + 1 >= first {
+    let compacted = recorded.max(first.saturating_sub(1));
+    if rv >= compacted {
         return None;
     }
+    Some(gone(rv, compacted))
+}
+
+fn gone(rv: u64, compacted: u64) -> Value {
     let status = Status::new(
         Reason::Gone,
-        format!(
-            "too old resource version: {rv} ({})",
-            first.saturating_sub(1)
-        ),
+        format!("too old resource version: {rv} ({compacted})"),
     );
-    let mut value = serde_json::to_value(status).ok()?;
+    let mut value = serde_json::to_value(status).unwrap_or(Value::Null);
     // Kubernetes' reason for an expired watch revision; clients relist on it.
     value["reason"] = json!("Expired");
-    Some(value)
+    value
 }

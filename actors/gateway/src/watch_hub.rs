@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use shoal_bus::store::RawEvent;
-use shoal_bus::watch::RawWatch;
+use shoal_bus::watch::{Expired, RawWatch};
 use shoal_bus::Store;
 use tokio::sync::broadcast;
 
@@ -127,7 +127,10 @@ async fn pump(hub: WatchHub, store: Store, filter: String, feed: Arc<Feed>, head
     loop {
         tokio::select! {
             event = watch.next() => {
-                let Some(event) = event else {
+                // An expired feed (it fell more than the retention behind) ends like a closed
+                // one: its subscribers rejoin a new feed, catching up privately, and those
+                // whose revision the log no longer holds are told so there.
+                let Some(Ok(event)) = event else {
                     // Dropping the last handle on the feed closes its subscribers' channels,
                     // and they join a new one.
                     hub.forget(&filter, &feed);
@@ -173,8 +176,9 @@ impl EventSource {
         }
     }
 
-    /// The next event; None only if the log cannot be read at all any more.
-    pub async fn next(&mut self) -> Option<Arc<RawEvent>> {
+    /// The next event; None only if the log cannot be read at all any more, `Expired` if it
+    /// no longer holds every event after this watch's revision (the watch then ends).
+    pub async fn next(&mut self) -> Option<Result<Arc<RawEvent>, Expired>> {
         loop {
             if self.shared.is_none() {
                 let Subscription { events, head } =
@@ -191,16 +195,19 @@ impl EventSource {
                     self.catching_up = None;
                     continue;
                 }
-                let event = private.next().await?;
+                let event = match private.next().await? {
+                    Ok(event) => event,
+                    Err(expired) => return Some(Err(expired)),
+                };
                 self.last = event.revision;
-                return Some(Arc::new(event));
+                return Some(Ok(Arc::new(event)));
             }
             let shared = self.shared.as_mut()?;
             match shared.recv().await {
                 Ok(event) if event.revision <= self.last => continue,
                 Ok(event) => {
                     self.last = event.revision;
-                    return Some(event);
+                    return Some(Ok(event));
                 }
                 Err(broadcast::error::RecvError::Lagged(skipped)) => {
                     tracing::debug!(

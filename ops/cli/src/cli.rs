@@ -248,6 +248,14 @@ pub struct UpArgs {
     /// a standby takes over this long after the leader stopped renewing.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub lease_seconds: u64,
+    /// How long a deleted object stays in the state log (watchable, its tombstone listed
+    /// to watchers) before the API purges its subject: `90s`, `30m`, `1h`. A watch from
+    /// before a purge gets 410 Gone and relists. Give every API replica the same value.
+    #[arg(long, default_value = "1h", value_parser = parse_retention)]
+    pub deleted_retention: std::time::Duration,
+    /// How long an Event lives after its last write (Kubernetes' --event-ttl).
+    #[arg(long, default_value = "1h", value_parser = parse_retention)]
+    pub event_ttl: std::time::Duration,
     /// The Secret encryption key file (`NAME:BASE64` lines; the first encrypts, all
     /// decrypt), created with one key when missing. Default: DATA_DIR/secrets.key. Every
     /// API replica of a cluster needs the same file.
@@ -503,4 +511,48 @@ pub struct DrainArgs {
     /// Give up waiting for the pods to go after this long (e.g. 2m; 0 waits forever).
     #[arg(long, default_value = "0s")]
     pub timeout: String,
+}
+
+/// `N` seconds, or `N` followed by `s`, `m`, `h` or `d`; at least one second.
+pub fn parse_retention(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a number and a unit, like 90s, 30m or 1h"))?;
+    let per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        other => return Err(format!("{text:?}: unknown unit {other:?} (s, m, h or d)")),
+    };
+    if n == 0 {
+        return Err(format!("{text:?}: must be at least one second"));
+    }
+    n.checked_mul(per)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("{text:?}: too long"))
+}
+
+#[cfg(test)]
+mod retention_tests {
+    use super::parse_retention;
+    use std::time::Duration;
+
+    #[test]
+    fn retentions_parse_with_units_and_bad_ones_say_why() {
+        assert_eq!(parse_retention("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_retention("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_retention("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_retention("5"), Ok(Duration::from_secs(5)));
+        assert!(parse_retention("0s").unwrap_err().contains("at least"));
+        assert!(parse_retention("3w").unwrap_err().contains("unknown unit"));
+        assert!(parse_retention("h")
+            .unwrap_err()
+            .contains("expected a number"));
+    }
 }

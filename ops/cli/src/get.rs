@@ -118,63 +118,88 @@ async fn watch(
     );
     let labels = Selector::parse(args.selector.as_deref().unwrap_or(""))?;
     let fields = FieldSelector::parse(args.field_selector.as_deref().unwrap_or(""))?;
-    let mut watch = RawWatch::start(store, filter, from + 1);
-    while let Some(event) = watch.next().await {
-        let Ok(obj) = rmp_serde::from_slice::<Value>(&event.payload) else {
-            continue;
-        };
-        if let Some(name) = &args.name {
-            if output::name_of(&obj) != name {
-                continue;
-            }
-        }
-        let obj_labels = obj
-            .pointer("/metadata/labels")
-            .and_then(|l| serde_json::from_value(l.clone()).ok())
-            .unwrap_or_default();
-        if !labels.matches(&obj_labels) {
-            continue;
-        }
-        if !fields.is_everything() {
-            let lookup = |f: &str| {
-                let pointer = format!("/{}", f.replace('.', "/"));
-                obj.pointer(&pointer).map(|v| {
-                    v.as_str()
-                        .map(String::from)
-                        .unwrap_or_else(|| v.to_string())
-                })
-            };
-            if !fields.matches(&lookup) {
-                continue;
-            }
-        }
-        let mut obj = obj;
-        if !args.show_managed_fields {
-            hide_managed_fields(&mut obj);
-        }
-        if let Some(meta) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            meta.insert(
-                "resourceVersion".into(),
-                Value::String(event.revision.to_string()),
-            );
-        }
-        match format {
-            "" | "wide" => {
-                let t = table::build(
-                    info.kind,
-                    std::slice::from_ref(&obj),
-                    format == "wide",
-                    args.all_namespaces && info.namespaced,
-                    args.show_labels,
-                );
-                if event.is_tombstone() {
-                    println!("{} (deleted)", t.rows[0].join("   "));
-                } else {
-                    t.print(false);
+    let mut watch = RawWatch::start(store.clone(), filter.clone(), from + 1);
+    while let Some(item) = watch.next().await {
+        match item {
+            Ok(event) => show(info, args, format, &labels, &fields, &event)?,
+            Err(expired) => {
+                // What happened in between is gone from the log: the objects as they are
+                // now, then the changes after them (a Kubernetes client's relist on 410).
+                eprintln!("watch expired ({expired}); relisting");
+                let (items, revision) = store.list_raw(&filter).await?;
+                for event in &items {
+                    show(info, args, format, &labels, &fields, event)?;
                 }
+                watch = RawWatch::start(store.clone(), filter.clone(), revision + 1);
             }
-            other => output::print_objects(other, info, &[obj], true)?,
         }
+    }
+    Ok(())
+}
+
+/// Prints one watched version, if it passes the name and selectors.
+fn show(
+    info: &KindInfo,
+    args: &GetArgs,
+    format: &str,
+    labels: &Selector,
+    fields: &FieldSelector,
+    event: &shoal_bus::RawEvent,
+) -> Result<()> {
+    let Ok(obj) = rmp_serde::from_slice::<Value>(&event.payload) else {
+        return Ok(());
+    };
+    if let Some(name) = &args.name {
+        if output::name_of(&obj) != name {
+            return Ok(());
+        }
+    }
+    let obj_labels = obj
+        .pointer("/metadata/labels")
+        .and_then(|l| serde_json::from_value(l.clone()).ok())
+        .unwrap_or_default();
+    if !labels.matches(&obj_labels) {
+        return Ok(());
+    }
+    if !fields.is_everything() {
+        let lookup = |f: &str| {
+            let pointer = format!("/{}", f.replace('.', "/"));
+            obj.pointer(&pointer).map(|v| {
+                v.as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| v.to_string())
+            })
+        };
+        if !fields.matches(&lookup) {
+            return Ok(());
+        }
+    }
+    let mut obj = obj;
+    if !args.show_managed_fields {
+        hide_managed_fields(&mut obj);
+    }
+    if let Some(meta) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.insert(
+            "resourceVersion".into(),
+            Value::String(event.revision.to_string()),
+        );
+    }
+    match format {
+        "" | "wide" => {
+            let t = table::build(
+                info.kind,
+                std::slice::from_ref(&obj),
+                format == "wide",
+                args.all_namespaces && info.namespaced,
+                args.show_labels,
+            );
+            if event.is_tombstone() {
+                println!("{} (deleted)", t.rows[0].join("   "));
+            } else {
+                t.print(false);
+            }
+        }
+        other => output::print_objects(other, info, &[obj], true)?,
     }
     Ok(())
 }

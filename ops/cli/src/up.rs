@@ -268,6 +268,10 @@ pub async fn run(args: UpArgs) -> Result<()> {
                     .clone()
                     .unwrap_or_else(|| data_dir.join("secrets.key")),
             ),
+            compaction: shoal_api::compactor::CompactionConfig {
+                deleted_retention: args.deleted_retention,
+                event_ttl: args.event_ttl,
+            },
         };
         let task = {
             let (nats, shutdown) = (nats.clone(), shutdown.clone());

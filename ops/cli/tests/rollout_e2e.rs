@@ -536,7 +536,9 @@ impl Watcher {
             let mut watch = RawWatch::start(store.clone(), filter, from + 1);
             let (state, tx) = (state.clone(), tx.clone());
             tasks.push(tokio::spawn(async move {
+                // This run's log is never compacted (1 h retention): an expiry is a bug.
                 while let Some(event) = watch.next().await {
+                    let event = event.expect("watch of an uncompacted log expired");
                     {
                         let mut s = state.lock().unwrap();
                         if pods {
