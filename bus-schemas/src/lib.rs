@@ -9,6 +9,7 @@
 //!   [`kinds::volume_match`]: which PersistentVolume a claim may bind to.
 //! - [`api`]: request and reply bodies of the API verbs.
 //! - [`dns`]: the request and reply of DNS queries over the bus.
+//! - [`inspect`]: what a process holds: informer cache summaries, a node's real containers.
 //! - [`autoscaling`]: external metric samples, autoscaling hook request/reply, decisions.
 //! - [`subjects`]: the only place a subject string is built or parsed.
 //! - [`state_log`]: the state log's own record of what compaction removed.
@@ -32,6 +33,7 @@ pub mod autoscaling;
 pub mod codec;
 pub mod dns;
 pub mod fields_v1;
+pub mod inspect;
 pub mod kinds;
 pub mod manifest;
 pub mod meta;

@@ -220,6 +220,9 @@ impl Role {
                     subjects::API_ALL,
                     "shoal.v1.agent.*.exec",
                     "shoal.v1.agent.*.exec.*.in",
+                    // Read-only views: a node's real containers, every process's caches.
+                    "shoal.v1.agent.*.containers",
+                    subjects::INSPECT_CACHES,
                     subjects::EXTERNAL_METRICS_ALL,
                     subjects::TEST_CLOCK,
                     // The naming actor's answers for clients that do not speak DNS.
@@ -282,7 +285,27 @@ impl Role {
                 p.publish_allow.push(s);
             }
         }
+        if self.hosts_caches() {
+            // Any process hosting actors summarises its caches for an operator's (or the
+            // chaos checker's) comparison with a fresh list.
+            p.subscribe_allow.push(subjects::INSPECT_CACHES.to_string());
+            p.allow_responses = true;
+        }
         p
+    }
+
+    /// The cluster's own actors, which keep informer caches.
+    fn hosts_caches(&self) -> bool {
+        matches!(
+            self,
+            Role::Api
+                | Role::Node(_)
+                | Role::Controllers
+                | Role::Scheduler
+                | Role::Naming
+                | Role::Autoscaler
+                | Role::Gateway
+        )
     }
 }
 
@@ -492,6 +515,32 @@ mod tests {
         assert!(!p.may_publish(&subjects::api("persistentvolume", Verb::Create)));
         assert!(p.may_publish(&subjects::node_report("n1", NodeReport::VolumeCreate)));
         assert!(p.may_publish("$JS.API.CONSUMER.CREATE.SHOAL_OBJECTS"));
+    }
+
+    #[test]
+    fn every_actor_answers_cache_inspection_and_only_operators_ask() {
+        for role in [
+            Role::Api,
+            Role::Node("n1".into()),
+            Role::Controllers,
+            Role::Scheduler,
+            Role::Naming,
+            Role::Autoscaler,
+        ] {
+            let p = role.permissions(INBOX);
+            assert!(p.may_subscribe(subjects::INSPECT_CACHES), "{role}");
+            assert!(p.allow_responses, "{role}");
+            assert!(!p.may_publish(subjects::INSPECT_CACHES), "{role}");
+        }
+        let admin = Role::Admin.permissions(INBOX);
+        assert!(admin.may_publish(subjects::INSPECT_CACHES));
+        assert!(admin.may_publish(&subjects::agent_request("n1", "containers")));
+        let viewer = Role::Viewer.permissions(INBOX);
+        assert!(!viewer.may_publish(&subjects::agent_request("n1", "containers")));
+        // A node answers for its own containers only.
+        let node = Role::Node("n1".into()).permissions(INBOX);
+        assert!(node.may_subscribe(&subjects::agent_request("n1", "containers")));
+        assert!(!node.may_subscribe(&subjects::agent_request("n2", "containers")));
     }
 
     #[test]

@@ -40,6 +40,10 @@ pub const CLUSTER_SCOPE_TOKEN: &str = "_";
 /// Sets the controllers' clock when `shoal up` runs with `SHOAL_TEST_CLOCK=bus` (tests only):
 /// request payload an RFC 3339 time, reply `ok`.
 pub const TEST_CLOCK: &str = "shoal.v1.test.clock";
+/// Every process hosting informer caches answers a request here with
+/// [`crate::inspect::ProcessCaches`]: one request, as many replies as processes (gather them
+/// until a quiet period).
+pub const INSPECT_CACHES: &str = "shoal.v1.inspect.caches";
 
 /// Header naming the event type on object subjects: ADDED, MODIFIED or DELETED.
 pub const HEADER_EVENT: &str = "Shoal-Event";

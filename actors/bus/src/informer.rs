@@ -320,6 +320,28 @@ impl<K: Resource> Informer<K> {
             .collect()
     }
 
+    /// What the cache holds, summarised for comparison with a fresh list
+    /// ([`bus_schemas::inspect`]). The revision is read before the objects, so a summary
+    /// never claims a revision newer than its objects.
+    pub fn summary(&self) -> bus_schemas::inspect::CacheSummary {
+        let revision = self.revision();
+        let synced = self.is_synced();
+        let cache = self.shared.cache.read().expect("informer lock");
+        let mut summary = bus_schemas::inspect::CacheSummary::of(
+            K::INFO.kind,
+            cache.objects.iter().map(|(key, obj)| {
+                (
+                    key.namespace.as_str(),
+                    key.name.as_str(),
+                    obj.meta().resource_version.as_str(),
+                )
+            }),
+        );
+        summary.synced = synced;
+        summary.revision = revision;
+        summary
+    }
+
     pub fn len(&self) -> usize {
         self.shared
             .cache
@@ -645,7 +667,13 @@ fn send_keyed<K: Resource>(shared: &Shared<K>, change: &Change<K>, mut targets: 
 #[derive(Clone)]
 pub struct InformerFactory {
     store: Store,
-    informers: Arc<std::sync::Mutex<HashMap<&'static str, Box<dyn std::any::Any + Send + Sync>>>>,
+    informers: Arc<std::sync::Mutex<HashMap<&'static str, FactoryEntry>>>,
+}
+
+/// One kind's informer, typed away, with what inspection needs of it.
+struct FactoryEntry {
+    informer: Box<dyn std::any::Any + Send + Sync>,
+    summarize: Box<dyn Fn() -> bus_schemas::inspect::CacheSummary + Send + Sync>,
 }
 
 pub const INDEX_OWNER: &str = "owner";
@@ -671,7 +699,7 @@ impl InformerFactory {
     pub fn existing<K: Resource>(&self) -> Option<Informer<K>> {
         let map = self.informers.lock().expect("factory lock");
         map.get(K::INFO.kind)
-            .and_then(|existing| existing.downcast_ref::<Informer<K>>())
+            .and_then(|existing| existing.informer.downcast_ref::<Informer<K>>())
             .filter(|informer| informer.is_synced())
             .cloned()
     }
@@ -679,7 +707,7 @@ impl InformerFactory {
     pub fn get<K: Resource>(&self) -> Informer<K> {
         let mut map = self.informers.lock().expect("factory lock");
         if let Some(existing) = map.get(K::INFO.kind) {
-            if let Some(informer) = existing.downcast_ref::<Informer<K>>() {
+            if let Some(informer) = existing.informer.downcast_ref::<Informer<K>>() {
                 return informer.clone();
             }
         }
@@ -705,7 +733,22 @@ impl InformerFactory {
                     .collect()
             })
             .start(self.store.clone());
-        map.insert(K::INFO.kind, Box::new(informer.clone()));
+        let summarized = informer.clone();
+        map.insert(
+            K::INFO.kind,
+            FactoryEntry {
+                informer: Box::new(informer.clone()),
+                summarize: Box::new(move || summarized.summary()),
+            },
+        );
         informer
+    }
+
+    /// A summary of every cache this process keeps, by kind.
+    pub fn summaries(&self) -> Vec<bus_schemas::inspect::CacheSummary> {
+        let map = self.informers.lock().expect("factory lock");
+        let mut summaries: Vec<_> = map.values().map(|entry| (entry.summarize)()).collect();
+        summaries.sort_by(|a, b| a.kind.cmp(&b.kind));
+        summaries
     }
 }

@@ -21,6 +21,8 @@
 //!   request/reply to the API actors.
 //! - [`informer`]: read caches fed by a list and a watch, with an "initial sync done" point
 //!   and indexes by namespace, label and owner.
+//! - [`inspect`]: read-only inspection of running processes: their caches' summaries, a
+//!   node's real containers.
 //! - [`workqueue`]: per-key work queue with one running + one pending per key, bounded
 //!   concurrency, and per-key backoff that resets on success.
 //! - [`exec`]: the client side of streaming exec sessions (stdin, TTY, resizes) with a node
@@ -40,6 +42,7 @@ pub mod cluster;
 pub mod controller;
 pub mod exec;
 pub mod informer;
+pub mod inspect;
 pub mod leader;
 pub mod natsd;
 pub mod netns;

@@ -7,11 +7,14 @@
 //! - [`churn`]: the workload, recording every acknowledged write.
 //! - [`check`]: the history checker (pure: the recorded history and a final read in, findings
 //!   out).
+//! - [`inspect`]: inside the processes once settled: each node's real containers against the
+//!   pods bound to it, each actor process's caches against fresh lists.
 //! - [`throughput`]: R3 against R1 write throughput in the same cluster.
 
 mod check;
 mod churn;
 mod cluster;
+mod inspect;
 mod throughput;
 
 use std::path::PathBuf;
@@ -194,7 +197,15 @@ async fn run_on_client(args: ChaosArgs, plan: cluster::Plan) -> Result<Report> {
     )
     .await;
     let settle = settle_start.elapsed();
-    let (counts, findings) = check::check(&history, &final_state);
+    let (counts, mut findings) = check::check(&history, &final_state);
+    let nodes: Vec<String> = final_state.ready_nodes.iter().cloned().collect();
+    findings.extend(inspect::containers(&api, &world.nats, &nodes).await);
+    findings.extend(inspect::caches(&api, &world.nats, world.processes.len()).await);
+    println!(
+        "inside the processes: {} node runtimes against their bound pods, {} actor processes' caches against fresh lists",
+        nodes.len(),
+        world.processes.len()
+    );
     let unsettled = final_state.unsettled.clone();
     world.stop().await;
     Ok(Report {

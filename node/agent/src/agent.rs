@@ -443,6 +443,10 @@ pub async fn run(
         );
         extras.push(tokio::spawn(provisioner.run()));
     }
+    extras.push(tokio::spawn(crate::inspect::serve_containers(
+        ctx.clone(),
+        nats.clone(),
+    )));
     if !hollow {
         let pod_informer = informers.get::<Pod>();
         extras.push(tokio::spawn(crate::telemetry::serve_exec(

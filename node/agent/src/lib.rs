@@ -22,6 +22,7 @@
 //! - [`events`]: Events about this node's pods, sent as `pod-event` reports.
 //! - [`registry`]: the cluster image registry (JetStream object store) — push and pull.
 //! - [`telemetry`]: log shipping, usage samples, exec requests.
+//! - [`inspect`]: the runtime's own list of sandboxes and containers, on request.
 //! - [`exec_session`]: interactive exec sessions (pty or pipes) streamed over the bus, with
 //!   heartbeats, flow control and no process left behind.
 //! - [`scrape`]: pods' own Prometheus endpoints (`prometheus.io/scrape`), read from the
@@ -39,6 +40,7 @@ pub mod events;
 pub mod exec_session;
 pub mod hooks;
 pub mod hostnet;
+pub mod inspect;
 pub mod machine;
 pub mod netsetup;
 pub mod probes;

@@ -214,3 +214,67 @@ async fn a_restarted_agent_re_adopts_running_containers() {
     .unwrap();
     node.stop().await;
 }
+
+/// The runtime's own listing, as an operator (or the chaos check) asks for it: a running pod's
+/// sandbox and container show, and once the pod is deleted nothing of it is left.
+#[actix::test]
+async fn the_agent_lists_what_its_runtime_really_holds() {
+    let (cluster, _dir, mut node) = one_node().await;
+    let api = cluster.api();
+    let n = node.name.clone();
+    api.create(&pod(
+        &n,
+        "listed",
+        serde_json::json!({"containers": [{"name": "sleeper", "image": "shoal/busybox:1.35", "command": ["sleep", "3600"]}]}),
+    ))
+    .await
+    .unwrap();
+    let running = wait_pod(&api, "listed", "Running", |p| p.status.phase == "Running").await;
+    let held = shoal_bus::inspect::node_containers(&cluster.nats, &n, Duration::from_secs(10))
+        .await
+        .expect("the agent answers");
+    assert_eq!(held.node, n);
+    assert!(held.error.is_empty(), "{}", held.error);
+    let sandbox = held
+        .sandboxes
+        .iter()
+        .find(|s| s.pod_uid == running.metadata.uid)
+        .unwrap_or_else(|| panic!("no sandbox for the pod: {held:?}"));
+    assert_eq!(sandbox.namespace, "default");
+    assert_eq!(sandbox.hostname, "listed");
+    assert!(
+        sandbox
+            .containers
+            .iter()
+            .any(|c| c.name == "sleeper" && c.state == "running"),
+        "{sandbox:?}"
+    );
+
+    api.delete::<Pod>(&DeleteOptions {
+        namespace: "default".into(),
+        name: "listed".into(),
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        let held = shoal_bus::inspect::node_containers(&cluster.nats, &n, Duration::from_secs(10))
+            .await
+            .expect("the agent answers");
+        if held
+            .sandboxes
+            .iter()
+            .all(|s| s.pod_uid != running.metadata.uid)
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the deleted pod's sandbox is still held: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    node.stop().await;
+}

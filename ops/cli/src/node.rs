@@ -145,6 +145,16 @@ pub async fn run_with(
     }
     let store = Store::open(connections[0].clone()).await?;
     let informers = InformerFactory::new(store);
+    tokio::spawn(shoal_bus::inspect::serve_caches(
+        connections[0].clone(),
+        informers.clone(),
+        format!(
+            "shoal node {} ({}, pid {})",
+            base,
+            hostname(),
+            std::process::id()
+        ),
+    ));
     // Hollow nodes sharing this process share one subject for its spans: the base name.
     let traces_auth = creds.for_role(&Role::Node(names[0].clone()))?;
     shoal_telemetry::jetstream::export_as_node(url, &base, move |o| traces_auth.apply(o));

@@ -447,6 +447,12 @@ pub async fn run(args: UpArgs) -> Result<()> {
         None
     };
     let actors: Vec<&str> = tasks.iter().map(|(name, _)| *name).collect();
+    // Ends with the process: a read-only view of its caches for operators and the chaos check.
+    tokio::spawn(shoal_bus::inspect::serve_caches(
+        nats.clone(),
+        informers.clone(),
+        format!("shoal up {} ({identity})", actors.join(",")),
+    ));
 
     let mut stop = StopSignals::listen()?;
     println!("Shoal cluster is up.");
