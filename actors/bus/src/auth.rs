@@ -591,16 +591,25 @@ mod tests {
         let auth = AuthDir::provision(dir.path()).unwrap();
         auth.issue(&Role::Viewer, "bob").unwrap();
         let token = auth.issue_token("bob").unwrap();
-        assert!(token.starts_with(TOKEN_PREFIX) && token.len() > 64, "{token}");
+        assert!(
+            token.starts_with(TOKEN_PREFIX) && token.len() > 64,
+            "{token}"
+        );
         let registry = std::fs::read_to_string(auth.registry_path()).unwrap();
         assert!(!registry.contains(&token), "the token is not kept in clear");
         assert!(registry.contains(&token_digest(&token)));
         assert!(auth.token_is_current("bob", &token).unwrap());
         let replaced = auth.issue_token("bob").unwrap();
-        assert!(!auth.token_is_current("bob", &token).unwrap(), "a new token replaces the old");
+        assert!(
+            !auth.token_is_current("bob", &token).unwrap(),
+            "a new token replaces the old"
+        );
         auth.revoke("bob").unwrap();
         assert!(!auth.token_is_current("bob", &replaced).unwrap());
-        assert!(matches!(auth.issue_token("bob"), Err(AuthError::NotFound(_))));
+        assert!(matches!(
+            auth.issue_token("bob"),
+            Err(AuthError::NotFound(_))
+        ));
     }
 
     #[test]

@@ -167,7 +167,10 @@ mod tests {
         let token = auth.issue_token("carol").unwrap();
         let gate = Authenticator::new(dir.path());
         let caller = gate.authenticate(&bearer(&token)).unwrap().unwrap();
-        assert_eq!((caller.name.as_str(), &caller.role), ("carol", &Role::Viewer));
+        assert_eq!(
+            (caller.name.as_str(), &caller.role),
+            ("carol", &Role::Viewer)
+        );
         assert_eq!(caller.groups(), ["viewer", AUTHENTICATED_GROUP]);
         assert!(gate.authenticate(&HeaderMap::new()).unwrap().is_none());
         assert_eq!(

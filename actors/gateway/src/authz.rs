@@ -137,7 +137,6 @@ pub fn bus_uses(a: &Attributes) -> Option<Vec<BusUse>> {
     }
     let token = r.info.token();
     let api = |verb: Verb| Publish(subjects::api(&token, verb));
-    let ns = (!a.namespace.is_empty()).then_some(a.namespace.as_str());
     let pod_get = || {
         let pods = resources::of_kind("Pod")?;
         Some(Publish(subjects::api(&pods.info.token(), Verb::Get)))
@@ -145,7 +144,14 @@ pub fn bus_uses(a: &Attributes) -> Option<Vec<BusUse>> {
     Some(match (a.subresource.as_str(), a.verb.as_str()) {
         ("", "get") | ("status" | "scale", "get") => vec![api(Verb::Get)],
         ("", "list") => vec![api(Verb::List)],
-        ("", "watch") => vec![Subscribe(subjects::objects_of(&token, ns))],
+        // A watch continues a list from the state log, which the gateway reads through a
+        // consumer of its own: who may list may watch, as Kubernetes' roles grant them
+        // together. (The admin's bus deny of raw Secret events is about subscribing to the
+        // log directly; through the gateway an admin watches Secrets sealed, as before.)
+        ("", "watch") => vec![
+            api(Verb::List),
+            Publish(consumer_create(subjects::OBJECTS_STREAM)),
+        ],
         ("", "create") => vec![api(Verb::Create)],
         ("", "update") => vec![api(Verb::Update)],
         // A patch is a read and a compare-and-swap update; server-side apply is its own verb.
@@ -160,6 +166,8 @@ pub fn bus_uses(a: &Attributes) -> Option<Vec<BusUse>> {
             pod_get()?,
             // Whichever node runs the pod: a role may exec on all nodes or on none.
             Publish(subjects::agent_request("any-node", "exec")),
+            // An interactive session's output (`-i`, `-t`).
+            Subscribe(subjects::exec_session_out("any-node", "any-session")),
         ],
         ("eviction", "create") => vec![api(Verb::Delete)],
         _ => return None,
@@ -239,10 +247,16 @@ fn resource_text(a: &Attributes) -> String {
 /// Kubernetes' refusal: `pods "web" is forbidden: User "alice" cannot create resource "pods"
 /// in API group "" in the namespace "default"`.
 pub fn forbidden(caller: &Caller, a: &Attributes) -> Status {
-    let object = if a.name.is_empty() {
+    // Kubernetes qualifies the resource with its group (`deployments.apps`).
+    let qualified = if a.group.is_empty() {
         a.resource.clone()
     } else {
-        format!("{} {:?}", a.resource, a.name)
+        format!("{}.{}", a.resource, a.group)
+    };
+    let object = if a.name.is_empty() {
+        qualified
+    } else {
+        format!("{qualified} {:?}", a.name)
     };
     let scope = if a.namespace.is_empty() {
         "at the cluster scope".to_string()
@@ -284,7 +298,12 @@ mod tests {
         }
         assert!(decide(p, &attrs("get", "", "pods", "log")).is_ok());
         assert!(decide(p, &attrs("list", "metrics.k8s.io", "pods", "")).is_ok());
-        for (verb, sub) in [("create", ""), ("delete", ""), ("patch", ""), ("create", "exec")] {
+        for (verb, sub) in [
+            ("create", ""),
+            ("delete", ""),
+            ("patch", ""),
+            ("create", "exec"),
+        ] {
             let err = decide(p, &attrs(verb, "", "pods", sub)).unwrap_err();
             assert!(err.contains("may not"), "{verb} {sub}: {err}");
         }
@@ -299,7 +318,10 @@ mod tests {
         let admin = Caller::new("a", Role::Admin);
         let p = &admin.permissions;
         for verb in VERBS {
-            assert!(decide(p, &attrs(verb, "apps", "deployments", "")).is_ok(), "{verb}");
+            assert!(
+                decide(p, &attrs(verb, "apps", "deployments", "")).is_ok(),
+                "{verb}"
+            );
         }
         assert!(decide(p, &attrs("create", "", "pods", "exec")).is_ok());
         assert!(decide(p, &attrs("create", "", "pods", "eviction")).is_ok());
@@ -326,6 +348,12 @@ mod tests {
         assert_eq!(
             forbidden(&caller, &a).message,
             r#"nodes "n1" is forbidden: User "alice" cannot delete resource "nodes" in API group "" at the cluster scope"#
+        );
+        let mut a = attrs("patch", "apps", "deployments", "scale");
+        a.name = "web".into();
+        assert_eq!(
+            forbidden(&caller, &a).message,
+            r#"deployments.apps "web" is forbidden: User "alice" cannot patch resource "deployments/scale" in API group "apps" in the namespace "default""#
         );
     }
 }

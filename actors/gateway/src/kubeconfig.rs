@@ -45,10 +45,7 @@ pub fn token_of(text: &str) -> Option<String> {
         .iter()
         .find(|c| c["name"] == current)?;
     let user = context["context"]["user"].as_str()?;
-    v["users"]
-        .as_array()?
-        .iter()
-        .find(|u| u["name"] == user)?["user"]["token"]
+    v["users"].as_array()?.iter().find(|u| u["name"] == user)?["user"]["token"]
         .as_str()
         .map(str::to_string)
 }

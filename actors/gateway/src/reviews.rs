@@ -26,14 +26,27 @@ const REVIEWS: &[(&str, &str, &str)] = &[
         "selfsubjectrulesreviews",
         "SelfSubjectRulesReview",
     ),
-    (AUTHENTICATION_GROUP, "selfsubjectreviews", "SelfSubjectReview"),
+    (
+        AUTHENTICATION_GROUP,
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+    ),
 ];
 
 /// Paths every authenticated caller may read without a rule, as Kubernetes'
 /// `system:discovery` and `system:public-info-viewer` grant them.
 const NON_RESOURCE_URLS: &[&str] = &[
-    "/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*",
-    "/readyz", "/version", "/version/",
+    "/api",
+    "/api/*",
+    "/apis",
+    "/apis/*",
+    "/healthz",
+    "/livez",
+    "/openapi",
+    "/openapi/*",
+    "/readyz",
+    "/version",
+    "/version/",
 ];
 
 /// The review kind served at `group`/`version`/`plural`, if any.
@@ -48,7 +61,9 @@ pub fn groups() -> [&'static str; 2] {
     [AUTHENTICATION_GROUP, AUTHORIZATION_GROUP]
 }
 
-fn of_group(group: &str) -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str)> + '_ {
+fn of_group(
+    group: &str,
+) -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str)> + '_ {
     REVIEWS.iter().filter(move |(g, _, _)| *g == group)
 }
 
@@ -81,7 +96,12 @@ pub fn serve(req: &Request, caller: &Caller, kind: &str) -> Response {
     }
     let mut review = match crate::objects::parse_body(req) {
         Ok(v) if v.is_object() => v,
-        Ok(_) => return http::error(bus_schemas::Reason::BadRequest, "the request body must be a JSON object"),
+        Ok(_) => {
+            return http::error(
+                bus_schemas::Reason::BadRequest,
+                "the request body must be a JSON object",
+            )
+        }
         Err(s) => return http::status(&s),
     };
     let group = if kind == "SelfSubjectReview" {
@@ -94,7 +114,9 @@ pub fn serve(req: &Request, caller: &Caller, kind: &str) -> Response {
             Ok(status) => status,
             Err(s) => return http::status(&s),
         },
-        "SelfSubjectRulesReview" => rules_review(caller, review["spec"]["namespace"].as_str().unwrap_or("")),
+        "SelfSubjectRulesReview" => {
+            rules_review(caller, review["spec"]["namespace"].as_str().unwrap_or(""))
+        }
         _ => json!({"userInfo": {"username": caller.name, "groups": caller.groups()}}),
     };
     review["apiVersion"] = json!(format!("{group}/{VERSION}"));
@@ -125,10 +147,12 @@ fn access_review(caller: &Caller, spec: &Value) -> Result<Value, bus_schemas::St
         namespace: text("namespace"),
         name: text("name"),
     };
-    Ok(match authz::decide_wildcards(&caller.permissions, &attributes) {
-        Ok(()) => json!({"allowed": true, "reason": format!("role {} allows it", caller.role)}),
-        Err(why) => json!({"allowed": false, "reason": format!("role {}: {why}", caller.role)}),
-    })
+    Ok(
+        match authz::decide_wildcards(&caller.permissions, &attributes) {
+            Ok(()) => json!({"allowed": true, "reason": format!("role {} allows it", caller.role)}),
+            Err(why) => json!({"allowed": false, "reason": format!("role {}: {why}", caller.role)}),
+        },
+    )
 }
 
 fn non_resource_allowed(path: &str) -> bool {
@@ -140,9 +164,11 @@ fn non_resource_allowed(path: &str) -> bool {
 
 /// Every resource (and subresource) the caller may use in `namespace`, with its verbs.
 fn rules_review(caller: &Caller, namespace: &str) -> Value {
-    let mut rules = vec![json!({"verbs": ["create"], "apiGroups": [AUTHORIZATION_GROUP],
+    let mut rules = vec![
+        json!({"verbs": ["create"], "apiGroups": [AUTHORIZATION_GROUP],
         "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}),
-        json!({"verbs": ["create"], "apiGroups": [AUTHENTICATION_GROUP], "resources": ["selfsubjectreviews"]})];
+        json!({"verbs": ["create"], "apiGroups": [AUTHENTICATION_GROUP], "resources": ["selfsubjectreviews"]}),
+    ];
     let mut targets: Vec<(String, String, String)> = Vec::new();
     for r in resources::all() {
         let key = (r.group.to_string(), r.plural().to_string(), String::new());

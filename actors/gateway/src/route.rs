@@ -63,7 +63,9 @@ pub fn parse(path: &str) -> Route {
             version: version.to_string(),
         },
         ["api", version, rest @ ..] => objects("", version, rest),
-        ["apis", group, version, plural] if crate::reviews::find(group, version, plural).is_some() => {
+        ["apis", group, version, plural]
+            if crate::reviews::find(group, version, plural).is_some() =>
+        {
             Route::Review(crate::reviews::find(group, version, plural).unwrap_or_default())
         }
         ["apis", group, version, rest @ ..] if *group == crate::metrics::GROUP => {

@@ -128,7 +128,9 @@ async fn handle(
         Ok(()) => dispatch(&bus, &request, caller.as_ref(), route).await,
         Err(refused) => refused,
     };
-    let user = caller.as_ref().map_or("system:anonymous", |c| c.name.as_str());
+    let user = caller
+        .as_ref()
+        .map_or("system:anonymous", |c| c.name.as_str());
     tracing::debug!(method = %request.method, path = %request.path, %user, status = %response.status(), "request");
     response
 }
