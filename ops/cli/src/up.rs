@@ -526,6 +526,7 @@ async fn start_gateway(
         identities: identities.clone(),
     };
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let local = matches!(actor_creds, ActorCreds::Local { .. });
     let (url, shutdown, actor_creds) = (url.to_string(), shutdown.clone(), actor_creds.clone());
     tasks.push((
         "gateway",
@@ -556,7 +557,7 @@ async fn start_gateway(
     };
     let server = format!("https://{host}:{}", bound.port());
     let path = data_dir.join("kubeconfig");
-    if !matches!(actor_creds, ActorCreds::Local { .. }) {
+    if !local {
         // A joined machine holds no registry to issue a token from (and its gateway admits
         // only the identities of `<data dir>/auth`, if an operator put a registry there).
         eprintln!(
