@@ -174,6 +174,17 @@ pub fn bus_uses(a: &Attributes) -> Option<Vec<BusUse>> {
     })
 }
 
+/// Whether `a` names a served resource and (if any) one of its subresources: then a request
+/// [`bus_uses`] finds nothing for has a method the resource does not take.
+pub fn known_subresource(a: &Attributes) -> bool {
+    if a.group == crate::metrics::GROUP {
+        return a.subresource.is_empty();
+    }
+    resource(&a.group, &a.resource).is_some_and(|r| {
+        a.subresource.is_empty() || r.subresources().iter().any(|s| s.name == a.subresource)
+    })
+}
+
 /// The JetStream call that starts reading `stream` (what logs and metrics do).
 fn consumer_create(stream: &str) -> String {
     format!("$JS.API.CONSUMER.CREATE.{stream}")

@@ -96,7 +96,13 @@ async fn handle(
     };
     if crate::exec::is_exec_upgrade(&req) {
         let query = http::parse_query(req.uri().query());
-        if let Err(refused) = authorize(caller.as_ref(), req.method(), &query, &route) {
+        if let Err(refused) = authorize(
+            caller.as_ref(),
+            req.method(),
+            req.uri().path(),
+            &query,
+            &route,
+        ) {
             return refused;
         }
         return crate::exec::serve(bus, req).await;
@@ -124,7 +130,13 @@ async fn handle(
         headers: parts.headers,
         body,
     };
-    let response = match authorize(caller.as_ref(), &request.method, &request.query, &route) {
+    let response = match authorize(
+        caller.as_ref(),
+        &request.method,
+        &request.path,
+        &request.query,
+        &route,
+    ) {
         Ok(()) => dispatch(&bus, &request, caller.as_ref(), route).await,
         Err(refused) => refused,
     };
@@ -140,6 +152,7 @@ async fn handle(
 fn authorize(
     caller: Option<&Caller>,
     method: &hyper::Method,
+    path: &str,
     query: &std::collections::HashMap<String, String>,
     route: &Route,
 ) -> Result<(), Response> {
@@ -153,6 +166,15 @@ fn authorize(
         // Discovery, OpenAPI and the reviews of oneself: every authenticated caller's.
         return Ok(());
     };
+    if authz::bus_uses(&attributes).is_none() {
+        // Nothing served matches: Kubernetes' 404 for an unknown subresource, 405 for a
+        // method the resource does not take, whoever asks; nothing is touched.
+        return Err(if authz::known_subresource(&attributes) {
+            http::method_not_allowed(method, path)
+        } else {
+            http::not_found(path)
+        });
+    }
     authz::decide(&caller.permissions, &attributes).map_err(|why| {
         tracing::info!(user = %caller.name, role = %caller.role, verb = %attributes.verb, resource = %attributes.resource, %why, "forbidden");
         http::status(&authz::forbidden(caller, &attributes))
