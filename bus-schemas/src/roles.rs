@@ -22,7 +22,8 @@ pub enum Role {
     Scheduler,
     Naming,
     Autoscaler,
-    /// The Kubernetes-compatible HTTP front door: acts for its HTTP callers with admin rights.
+    /// The Kubernetes-compatible HTTP front door: connects with admin rights, and serves each
+    /// HTTP caller (an identity, by bearer token) only what that caller's own role allows.
     Gateway,
     /// A person operating the cluster: every API verb, exec, logs, images.
     Admin,

@@ -60,6 +60,10 @@ pub struct Identity {
     pub issued: chrono::DateTime<chrono::Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked: Option<chrono::DateTime<chrono::Utc>>,
+    /// The SHA-256 (hex) of the Kubernetes API gateway's bearer token for this identity, when
+    /// one was issued (`shoal creds kubeconfig`). The token itself is never kept here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_sha256: Option<String>,
 }
 
 impl Identity {
@@ -166,10 +170,6 @@ impl AuthDir {
         self.dir.join("creds").join(format!("{name}.nk"))
     }
 
-    fn registry_path(&self) -> PathBuf {
-        self.dir.join("identities.json")
-    }
-
     /// Every identity ever issued here, revoked ones included, by name.
     pub fn list(&self) -> Result<Vec<Identity>, AuthError> {
         Ok(self.load()?.identities.into_values().collect())
@@ -252,6 +252,38 @@ impl AuthDir {
         Ok(revoked)
     }
 
+    /// A new bearer token for the gateway, acting as `name`: only its digest is recorded,
+    /// and it replaces any token issued before (whose holders get 401 from then on). The
+    /// token is returned once, for the caller to put in a kubeconfig.
+    pub fn issue_token(&self, name: &str) -> Result<String, AuthError> {
+        let mut registry = self.load()?;
+        let identity = registry
+            .identities
+            .get_mut(name)
+            .filter(|i| i.revoked.is_none())
+            .ok_or_else(|| AuthError::NotFound(name.to_string()))?;
+        let token = new_token();
+        identity.token_sha256 = Some(token_digest(&token));
+        self.save(&registry)?;
+        Ok(token)
+    }
+
+    /// Whether `token` is the live bearer token of identity `name`.
+    pub fn token_is_current(&self, name: &str, token: &str) -> Result<bool, AuthError> {
+        let digest = token_digest(token);
+        Ok(self
+            .load()?
+            .identities
+            .get(name)
+            .is_some_and(|i| i.revoked.is_none() && i.token_sha256.as_deref() == Some(&digest)))
+    }
+
+    /// The registry file: its change (every write renames a new file over it) is how a
+    /// running gateway learns of a revocation.
+    pub fn registry_path(&self) -> PathBuf {
+        self.dir.join("identities.json")
+    }
+
     fn issue_into(
         &self,
         registry: &mut Registry,
@@ -276,6 +308,7 @@ impl AuthDir {
                 public_key: key.public_key(),
                 issued: chrono::Utc::now(),
                 revoked: None,
+                token_sha256: None,
             },
         );
         Ok(path)
@@ -301,6 +334,25 @@ impl AuthDir {
         )?;
         write_secret(&self.server_conf_path(), &render_authorization(registry)?)
     }
+}
+
+/// Gateway bearer tokens start with this, so a leaked one is recognisable (secret scanners,
+/// logs) and one for the bus (an nkey seed, `SU…`) is never mistaken for it.
+pub const TOKEN_PREFIX: &str = "shoal_";
+
+/// 256 random bits: guessing is hopeless, so a plain digest (no salt, no slow hash) suffices
+/// to keep the registry free of anything that would let its reader call the gateway.
+fn new_token() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("{TOKEN_PREFIX}{}", hex::encode(bytes))
+}
+
+/// The digest the registry keeps of a bearer token.
+pub fn token_digest(token: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(token.as_bytes()))
 }
 
 fn valid_name(name: &str) -> bool {
@@ -530,6 +582,33 @@ mod tests {
         assert!(matches!(
             auth.issue(&Role::Viewer, "Alice!"),
             Err(AuthError::BadName(_))
+        ));
+    }
+
+    #[test]
+    fn a_gateway_token_is_kept_as_a_digest_and_dies_with_its_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = AuthDir::provision(dir.path()).unwrap();
+        auth.issue(&Role::Viewer, "bob").unwrap();
+        let token = auth.issue_token("bob").unwrap();
+        assert!(
+            token.starts_with(TOKEN_PREFIX) && token.len() > 64,
+            "{token}"
+        );
+        let registry = std::fs::read_to_string(auth.registry_path()).unwrap();
+        assert!(!registry.contains(&token), "the token is not kept in clear");
+        assert!(registry.contains(&token_digest(&token)));
+        assert!(auth.token_is_current("bob", &token).unwrap());
+        let replaced = auth.issue_token("bob").unwrap();
+        assert!(
+            !auth.token_is_current("bob", &token).unwrap(),
+            "a new token replaces the old"
+        );
+        auth.revoke("bob").unwrap();
+        assert!(!auth.token_is_current("bob", &replaced).unwrap());
+        assert!(matches!(
+            auth.issue_token("bob"),
+            Err(AuthError::NotFound(_))
         ));
     }
 

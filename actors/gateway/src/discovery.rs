@@ -71,6 +71,9 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     if group == crate::metrics::GROUP && version == crate::metrics::VERSION {
         return Some(crate::metrics::resource_list());
     }
+    if crate::reviews::groups().contains(&group) && version == crate::reviews::VERSION {
+        return Some(crate::reviews::resource_list(group));
+    }
     let mut entries = Vec::new();
     for r in resources::all().filter(|r| r.group == group && r.version == version) {
         entries.push(legacy_entry(&r));
@@ -128,6 +131,8 @@ fn aggregated_group(group: &str, versions: &[&str]) -> Value {
         .map(|version| {
             let resources: Vec<Value> = if group == crate::metrics::GROUP {
                 crate::metrics::aggregated_resources()
+            } else if crate::reviews::groups().contains(&group) {
+                crate::reviews::aggregated_resources(group)
             } else {
                 resources::all()
                     .filter(|r| r.group == group && r.version == *version)
@@ -192,6 +197,14 @@ mod tests {
         assert_eq!(autoscaling["versions"][1]["groupVersion"], "autoscaling/v1");
         let v1 = resource_list("autoscaling", "v1").unwrap();
         assert_eq!(v1["resources"][0]["name"], "horizontalpodautoscalers");
+    }
+
+    #[test]
+    fn kubectl_finds_the_reviews_of_its_own_rights() {
+        let authz = resource_list("authorization.k8s.io", "v1").unwrap();
+        assert_eq!(authz["resources"][0]["name"], "selfsubjectaccessreviews");
+        let all = aggregated(false).to_string();
+        assert!(all.contains("selfsubjectrulesreviews") && all.contains("selfsubjectreviews"));
     }
 
     #[test]

@@ -145,6 +145,18 @@ pub fn status_of(e: &ApiError) -> Status {
     }
 }
 
+/// Kubernetes' 401 (kubectl: "You must be logged in to the server (Unauthorized)"). Why the
+/// credential was refused is logged, not told to whoever presented it.
+pub fn unauthorized() -> Response {
+    json_with(
+        StatusCode::UNAUTHORIZED,
+        "application/json",
+        &serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                            "status": "Failure", "message": "Unauthorized",
+                            "reason": "Unauthorized", "code": 401}),
+    )
+}
+
 pub fn not_found(path: &str) -> Response {
     error(
         Reason::NotFound,

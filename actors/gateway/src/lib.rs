@@ -5,7 +5,12 @@
 //! each of them.
 //!
 //! # Layout
-//! - [`server`]: accept loop, TLS, body limit, routing to the handlers below.
+//! - [`server`]: accept loop, TLS, authentication and authorization of every request, body
+//!   limit, routing to the handlers below.
+//! - [`authn`]: who is calling: bearer tokens checked against the identity registry.
+//! - [`authz`]: what the caller's role may do, decided from the bus subjects a request uses;
+//!   Kubernetes' 403.
+//! - [`reviews`]: `kubectl auth can-i` (access and rules reviews) and `kubectl auth whoami`.
 //! - [`route`]: URL paths parsed into what they name.
 //! - [`resources`]: the catalogue of REST resources (group, version, plural, subresources).
 //! - [`convert`]: older served versions to and from the bus version (HPA autoscaling/v1).
@@ -33,6 +38,8 @@
 // on failure paths, where one allocation more or less does not matter.
 #![allow(clippy::result_large_err)]
 
+pub mod authn;
+pub mod authz;
 pub mod bus;
 pub mod convert;
 pub mod discovery;
@@ -46,6 +53,7 @@ pub mod objects;
 pub mod openapi;
 pub mod protobuf;
 pub mod resources;
+pub mod reviews;
 pub mod route;
 pub mod scale;
 pub mod server;
@@ -77,6 +85,9 @@ pub struct GatewayConfig {
     pub listen: SocketAddr,
     /// Serve HTTPS with these credentials; None serves plain HTTP.
     pub tls: Option<tls::Credentials>,
+    /// The identity directory (`<data dir>/auth`) whose bearer tokens callers present; each
+    /// caller acts with its identity's role. Nobody else is admitted (see [`authn`]).
+    pub identities: std::path::PathBuf,
 }
 
 /// Serves the Kubernetes API until `shutdown` resolves.
@@ -117,6 +128,7 @@ pub async fn run_with_ready(
     };
     let _ = ready.send(addr);
     tracing::info!(%addr, tls = config.tls.is_some(), "Kubernetes API gateway listening");
-    server::serve(listener, tls, bus, shutdown).await;
+    let callers = authn::Authenticator::new(config.identities.clone());
+    server::serve(listener, tls, bus, callers, shutdown).await;
     Ok(())
 }

@@ -2,10 +2,10 @@
 //!
 //! kubectl's generated typed clients "prefer protobuf": with no content type configured
 //! (kubectl configures none) they encode request bodies as protobuf. Of the kubectl
-//! commands the gateway serves, only `kubectl autoscale` writes through such a client (an
-//! autoscaling/v1 HorizontalPodAutoscaler), so only that message is decoded, into the JSON
-//! the rest of the gateway handles; any other protobuf body is refused with a 400 that says
-//! to send JSON.
+//! commands the gateway serves, `kubectl autoscale` writes through such a client (an
+//! autoscaling/v1 HorizontalPodAutoscaler), and `kubectl auth can-i` and `whoami` send their
+//! reviews so; only those messages are decoded, into the JSON the rest of the gateway
+//! handles; any other protobuf body is refused with a 400 that says to send JSON.
 //!
 //! The envelope: the magic `k8s\0`, then a `runtime.Unknown` whose `raw` holds the message.
 //! The message types below keep only the fields a client may set; protobuf skips the others.
@@ -82,6 +82,100 @@ struct CrossVersionObjectReference {
     api_version: Option<String>,
 }
 
+/// authorization.k8s.io/v1 SelfSubjectAccessReview and SelfSubjectRulesReview (their status
+/// is the server's answer, never sent), and authentication.k8s.io/v1 SelfSubjectReview
+/// (which has nothing but metadata to send).
+#[derive(Clone, PartialEq, Message)]
+struct Review {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    spec: Option<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct AccessReviewSpec {
+    #[prost(message, optional, tag = "1")]
+    resource_attributes: Option<ResourceAttributes>,
+    #[prost(message, optional, tag = "2")]
+    non_resource_attributes: Option<NonResourceAttributes>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ResourceAttributes {
+    #[prost(string, optional, tag = "1")]
+    namespace: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    verb: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    group: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    version: Option<String>,
+    #[prost(string, optional, tag = "5")]
+    resource: Option<String>,
+    #[prost(string, optional, tag = "6")]
+    subresource: Option<String>,
+    #[prost(string, optional, tag = "7")]
+    name: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct NonResourceAttributes {
+    #[prost(string, optional, tag = "1")]
+    path: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    verb: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct RulesReviewSpec {
+    #[prost(string, optional, tag = "1")]
+    namespace: Option<String>,
+}
+
+fn review_json(raw: &[u8], api_version: &str, kind: &str) -> Result<Value, Status> {
+    let malformed = |e: prost::DecodeError| {
+        Status::bad_request(format!("the protobuf {kind} is malformed: {e}"))
+    };
+    let review = Review::decode(raw).map_err(malformed)?;
+    let spec_bytes = review.spec.unwrap_or_default();
+    let spec = match kind {
+        "SelfSubjectAccessReview" => {
+            let spec = AccessReviewSpec::decode(spec_bytes.as_slice()).map_err(malformed)?;
+            let mut out = json!({});
+            if let Some(ra) = spec.resource_attributes {
+                out["resourceAttributes"] = json!({
+                    "namespace": ra.namespace.unwrap_or_default(),
+                    "verb": ra.verb.unwrap_or_default(),
+                    "group": ra.group.unwrap_or_default(),
+                    "version": ra.version.unwrap_or_default(),
+                    "resource": ra.resource.unwrap_or_default(),
+                    "subresource": ra.subresource.unwrap_or_default(),
+                    "name": ra.name.unwrap_or_default(),
+                });
+            }
+            if let Some(nra) = spec.non_resource_attributes {
+                out["nonResourceAttributes"] = json!({
+                    "path": nra.path.unwrap_or_default(),
+                    "verb": nra.verb.unwrap_or_default(),
+                });
+            }
+            out
+        }
+        "SelfSubjectRulesReview" => {
+            let spec = RulesReviewSpec::decode(spec_bytes.as_slice()).map_err(malformed)?;
+            json!({"namespace": spec.namespace.unwrap_or_default()})
+        }
+        _ => json!({}),
+    };
+    Ok(json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": meta_json(review.metadata.unwrap_or_default()),
+        "spec": spec,
+    }))
+}
+
 /// Whether a request's content type is Kubernetes' protobuf.
 pub fn is_protobuf(content_type: &str) -> bool {
     content_type.split(';').next().unwrap_or("").trim() == CONTENT_TYPE
@@ -106,6 +200,10 @@ pub fn decode(body: &[u8]) -> Result<Value, Status> {
                 ))
             })?;
             Ok(hpa_json(hpa, &api_version, &kind))
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview" | "SelfSubjectRulesReview")
+        | ("authentication.k8s.io/v1", "SelfSubjectReview") => {
+            review_json(&raw, &api_version, &kind)
         }
         _ => Err(Status::bad_request(format!(
             "protobuf bodies of {kind:?} in {api_version:?} are not served; send application/json"
@@ -209,6 +307,30 @@ mod tests {
         assert_eq!(value["spec"]["minReplicas"], 2);
         assert_eq!(value["spec"]["maxReplicas"], 5);
         assert_eq!(value["spec"]["targetCPUUtilizationPercentage"], 60);
+    }
+
+    #[test]
+    fn kubectl_auth_can_i_body_decodes_to_its_attributes() {
+        // What kubectl 1.32 sent for `auth can-i create pods` (its `-v=8` request body).
+        let hex = "6b3873000a320a17617574686f72697a6174696f6e2e6b38732e696f2f7631121753656c\
+                   665375626a656374416363657373526576696577123f0a100a0012001a0022002a003200\
+                   3800420012210a1f0a0764656661756c7412066372656174651a0022002a04706f647332\
+                   003a001a08080012001a0020001a002200";
+        let body: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let value = decode(&body).unwrap();
+        assert_eq!(value["kind"], "SelfSubjectAccessReview");
+        let ra = &value["spec"]["resourceAttributes"];
+        assert_eq!(
+            (
+                ra["verb"].as_str(),
+                ra["resource"].as_str(),
+                ra["namespace"].as_str()
+            ),
+            (Some("create"), Some("pods"), Some("default"))
+        );
     }
 
     #[test]

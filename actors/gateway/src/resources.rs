@@ -181,6 +181,9 @@ pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
         }
     }
     out.push((crate::metrics::GROUP, vec![crate::metrics::VERSION]));
+    for group in crate::reviews::groups() {
+        out.push((group, vec![crate::reviews::VERSION]));
+    }
     out
 }
 

@@ -20,6 +20,8 @@ pub enum Route {
     Health,
     /// A collection or an item of a bus-backed resource.
     Object(ObjectPath),
+    /// A review of the caller's own rights or identity: its kind ([`crate::reviews`]).
+    Review(&'static str),
     /// `metrics.k8s.io`: `nodes` or `pods`, maybe one namespace, maybe one name.
     Metrics {
         plural: String,
@@ -61,6 +63,11 @@ pub fn parse(path: &str) -> Route {
             version: version.to_string(),
         },
         ["api", version, rest @ ..] => objects("", version, rest),
+        ["apis", group, version, plural]
+            if crate::reviews::find(group, version, plural).is_some() =>
+        {
+            Route::Review(crate::reviews::find(group, version, plural).unwrap_or_default())
+        }
         ["apis", group, version, rest @ ..] if *group == crate::metrics::GROUP => {
             metrics(version, rest)
         }
@@ -175,6 +182,10 @@ mod tests {
         assert!(matches!(
             parse("/apis/metrics.k8s.io/v1beta1/namespaces/d/pods"),
             Route::Metrics { .. }
+        ));
+        assert!(matches!(
+            parse("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"),
+            Route::Review("SelfSubjectAccessReview")
         ));
     }
 }

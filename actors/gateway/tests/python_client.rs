@@ -1,5 +1,6 @@
 //! The Python `kubernetes` client (from PyPI; setup.sh installs it) lists, watches, creates,
-//! patches and deletes through the gateway.
+//! patches and deletes through the gateway; with a viewer's token it is refused writes; it relists
+//! when its watch revision was compacted.
 
 mod common;
 
@@ -107,4 +108,29 @@ async fn python_client_relists_after_its_watch_revision_was_compacted() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("ok:"), "{stdout}");
+}
+
+#[actix::test]
+async fn python_kubernetes_client_with_a_viewer_token() {
+    let env = Env::start().await;
+    let viewer = env.kubeconfig_for("pyviewer", &bus_schemas::roles::Role::Viewer);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/auth.py");
+    let out = tokio::process::Command::new("python3")
+        .arg(script)
+        .arg(&viewer)
+        .arg("pyviewer")
+        .env("HOME", env.dir.path())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("running python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("ok:"), "{stdout}");
+    let missing = env.fails(&["get", "pod", "py-denied"]).await;
+    assert!(
+        missing.contains("not found"),
+        "nothing was written: {missing}"
+    );
 }

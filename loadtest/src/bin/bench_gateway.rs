@@ -73,7 +73,8 @@ impl Http {
     }
 
     async fn send(&mut self, path: &str, accept: &str) -> Result<()> {
-        let request = format!("GET {path} HTTP/1.1\r\nHost: gateway\r\nAccept: {accept}\r\n\r\n");
+        let token = ADMIN_TOKEN.get().map_or("", String::as_str);
+        let request = format!("GET {path} HTTP/1.1\r\nHost: gateway\r\nAccept: {accept}\r\nAuthorization: Bearer {token}\r\n\r\n");
         self.reader.get_mut().write_all(request.as_bytes()).await?;
         Ok(())
     }
@@ -136,7 +137,14 @@ impl Http {
     }
 }
 
-fn start_gateway(url: String, auth: shoal_bus::auth::ClientAuth) -> Result<std::net::SocketAddr> {
+/// The admin's gateway token: every request of the benchmark is authenticated, as kubectl's are.
+static ADMIN_TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+fn start_gateway(
+    url: String,
+    auth: shoal_bus::auth::ClientAuth,
+    identities: std::path::PathBuf,
+) -> Result<std::net::SocketAddr> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("gateway".into())
@@ -149,6 +157,7 @@ fn start_gateway(url: String, auth: shoal_bus::auth::ClientAuth) -> Result<std::
                 let config = shoal_gateway::GatewayConfig {
                     listen: "127.0.0.1:0".parse().expect("address"),
                     tls: None,
+                    identities,
                 };
                 actix::spawn(async move {
                     if let Err(e) = shoal_gateway::run_with_ready(
@@ -208,7 +217,13 @@ fn main() -> Result<()> {
     let url = natsd.url();
     let identities = common::Identities::of(&runtime, &natsd)?;
     common::start_control_plane(url.clone(), &identities, false)?;
-    let addr = start_gateway(url.clone(), identities.gateway.clone())?;
+    let auth_dir = identities
+        .auth_dir
+        .clone()
+        .context("the gateway admits callers by identity: run with identities on")?;
+    let token = shoal_bus::auth::AuthDir::open(&auth_dir).issue_token("admin")?;
+    let _ = ADMIN_TOKEN.set(token.clone());
+    let addr = start_gateway(url.clone(), identities.gateway.clone(), auth_dir)?;
     println!("nats-server {url}; gateway http://{addr}");
     // `shoal get` runs as the operator, with the admin credential.
     let admin_creds = natsd
@@ -305,7 +320,7 @@ fn main() -> Result<()> {
             let config = dir.path().join("kubeconfig");
             std::fs::write(
                 &config,
-                shoal_gateway::kubeconfig::render(&format!("http://{addr}"), None),
+                shoal_gateway::kubeconfig::render(&format!("http://{addr}"), None, "admin", &token),
             )?;
             let cache = dir.path().join("kube-cache");
             let kubectl_time = time_command(

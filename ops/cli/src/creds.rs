@@ -99,6 +99,23 @@ pub enum CredsCommand {
         /// Copy the credential (an nkey seed) to this file, readable by its owner only.
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
+        /// Also write a kubeconfig acting as this identity through the Kubernetes API
+        /// gateway (as `shoal creds kubeconfig` does).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Write a kubeconfig acting as an identity through the Kubernetes API gateway: a new
+    /// bearer token (any earlier one of the identity stops working), the gateway's CA.
+    Kubeconfig {
+        name: String,
+        /// Where to write it (readable by its owner only); `-` prints it.
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// The gateway's URL; by default the one of the kubeconfig `shoal up` wrote.
+        #[arg(long)]
+        server: Option<String>,
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
@@ -161,6 +178,7 @@ pub fn run(command: CredsCommand) -> Result<i32> {
             role,
             name,
             output,
+            kubeconfig,
             data_dir,
         } => {
             let (dir, data_dir) = auth_dir(data_dir)?;
@@ -195,6 +213,19 @@ pub fn run(command: CredsCommand) -> Result<i32> {
                     "(no server runs on this data dir: it admits the identity when it starts)"
                 );
             }
+            if let Some(out) = kubeconfig {
+                write_kubeconfig(&dir, &data_dir, &identity, None, &out)?;
+            }
+            Ok(0)
+        }
+        CredsCommand::Kubeconfig {
+            name,
+            output,
+            server,
+            data_dir,
+        } => {
+            let (dir, data_dir) = auth_dir(data_dir)?;
+            write_kubeconfig(&dir, &data_dir, &name, server, &output)?;
             Ok(0)
         }
         CredsCommand::Ls { data_dir } => {
@@ -253,6 +284,59 @@ pub fn run(command: CredsCommand) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// Issues `identity` a new gateway token and writes a kubeconfig holding it to `out`.
+fn write_kubeconfig(
+    dir: &AuthDir,
+    data_dir: &Path,
+    identity: &str,
+    server: Option<String>,
+    out: &Path,
+) -> Result<()> {
+    let ca_path = data_dir.join("gateway/ca.crt");
+    let ca = std::fs::read_to_string(&ca_path).with_context(|| {
+        format!(
+            "reading the gateway's CA {}: start the cluster once with `shoal up --data-dir {}`",
+            ca_path.display(),
+            data_dir.display()
+        )
+    })?;
+    let server = match server {
+        Some(server) => server,
+        None => gateway_url(data_dir)?,
+    };
+    let token = dir.issue_token(identity)?;
+    let text = shoal_gateway::kubeconfig::render(&server, Some(&ca), identity, &token);
+    let context = shoal_gateway::kubeconfig::context_name(identity);
+    if out == Path::new("-") {
+        print!("{text}");
+        return Ok(());
+    }
+    shoal_bus::auth::write_private(out, &text)
+        .with_context(|| format!("--kubeconfig {}", out.display()))?;
+    println!(
+        "kubeconfig for identity {identity} written to {} (context {context}, server {server}); an earlier one of {identity} no longer works",
+        out.display()
+    );
+    Ok(())
+}
+
+/// The gateway's URL as `shoal up` last wrote it into its kubeconfig.
+fn gateway_url(data_dir: &Path) -> Result<String> {
+    let path = data_dir.join("kubeconfig");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "no gateway URL: {} is missing (pass --server https://HOST:PORT)",
+            path.display()
+        )
+    })?;
+    let v: serde_json::Value = serde_norway::from_str(&text)
+        .with_context(|| format!("{}: not a kubeconfig", path.display()))?;
+    v["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .map(str::to_string)
+        .with_context(|| format!("{}: no clusters[0].cluster.server", path.display()))
 }
 
 fn copy_secret(from: &Path, to: &Path) -> Result<()> {

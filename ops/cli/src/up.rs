@@ -529,11 +529,14 @@ async fn start_gateway(
     let creds =
         shoal_gateway::tls::load_or_create(&data_dir.join("gateway"), &[listen.ip().to_string()])
             .context("preparing the gateway's TLS certificates")?;
+    let identities = data_dir.join("auth");
     let config = shoal_gateway::GatewayConfig {
         listen,
         tls: Some(creds.clone()),
+        identities: identities.clone(),
     };
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let local = matches!(actor_creds, ActorCreds::Local { .. });
     let (url, shutdown, actor_creds) = (url.to_string(), shutdown.clone(), actor_creds.clone());
     tasks.push((
         "gateway",
@@ -564,12 +567,37 @@ async fn start_gateway(
     };
     let server = format!("https://{host}:{}", bound.port());
     let path = data_dir.join("kubeconfig");
-    std::fs::write(
+    if !local {
+        // A joined machine holds no registry to issue a token from (and its gateway admits
+        // only the identities of `<data dir>/auth`, if an operator put a registry there).
+        eprintln!(
+            "note: the gateway at {server} admits the identities of {}; `shoal creds kubeconfig NAME` on the cluster's machine writes a kubeconfig",
+            identities.display()
+        );
+        return Ok(None);
+    }
+    let token = admin_token(&AuthDir::open(&identities), &path)?;
+    shoal_bus::auth::write_private(
         &path,
-        shoal_gateway::kubeconfig::render(&server, Some(&creds.ca_pem)),
+        &shoal_gateway::kubeconfig::render(&server, Some(&creds.ca_pem), "admin", &token),
     )
     .with_context(|| format!("writing {}", path.display()))?;
     Ok(Some((path, bound)))
+}
+
+/// The admin's gateway token: the one the kubeconfig already holds while it is current (so
+/// copies of it stay valid across restarts), else a new one.
+fn admin_token(auth: &AuthDir, kubeconfig: &std::path::Path) -> Result<String> {
+    let kept = std::fs::read_to_string(kubeconfig)
+        .ok()
+        .and_then(|text| shoal_gateway::kubeconfig::token_of(&text));
+    if let Some(token) = kept {
+        if auth.token_is_current("admin", &token)? {
+            return Ok(token);
+        }
+    }
+    auth.issue_token("admin")
+        .context("issuing the admin's token for the gateway")
 }
 
 fn pod_gateway(pod_cidr: &str) -> Result<std::net::Ipv4Addr> {

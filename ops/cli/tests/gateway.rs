@@ -1,6 +1,7 @@
 //! `shoal up` serves the Kubernetes API over TLS and writes a kubeconfig that stock kubectl
-//! uses as is: the generated CA verifies the gateway's certificate, and the CA survives a
-//! restart so the kubeconfig stays valid.
+//! uses as is: the generated CA verifies the gateway's certificate, the admin's token
+//! authenticates it, and both survive a restart so the kubeconfig stays valid. `shoal creds`
+//! gives other identities kubeconfigs, and revoking one refuses its next request.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -55,14 +56,34 @@ impl Drop for Up {
 }
 
 fn kubectl(dir: &Path, args: &[&str]) -> (bool, String, String) {
+    kubectl_with(dir, &dir.join("kubeconfig"), args)
+}
+
+fn kubectl_with(dir: &Path, kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into()))
         .args(args)
         .arg("--cache-dir")
         .arg(dir.join("kube-cache"))
-        .env("KUBECONFIG", dir.join("kubeconfig"))
+        .env("KUBECONFIG", kubeconfig)
         .env("HOME", dir)
+        .stdin(Stdio::null())
         .output()
         .expect("running kubectl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn shoal(dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(SHOAL)
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .env("HOME", dir)
+        .output()
+        .expect("running shoal");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -119,4 +140,62 @@ fn up_serves_kubectl_over_tls_with_the_kubeconfig_it_writes() {
     let (ok, out, err) = kubectl(dir.path(), &["get", "pod", "via-kubectl", "-o", "name"]);
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "pod/via-kubectl");
+}
+
+#[test]
+fn an_identitys_kubeconfig_acts_with_its_role_until_revoked() {
+    let dir = tempfile::tempdir().unwrap();
+    let _up = Up::start(dir.path(), free_port());
+    wait_for_kubectl(dir.path());
+    let config = std::fs::read_to_string(dir.path().join("kubeconfig")).unwrap();
+    assert!(
+        config.contains("token: shoal_"),
+        "a real admin token: {config}"
+    );
+
+    let alice = dir.path().join("alice.kubeconfig");
+    let (ok, out, err) = shoal(
+        dir.path(),
+        &[
+            "creds",
+            "create",
+            "--role",
+            "viewer",
+            "--name",
+            "alice",
+            "--kubeconfig",
+            alice.to_str().unwrap(),
+        ],
+    );
+    assert!(ok && out.contains("context alice@shoal"), "{out}{err}");
+    let (ok, out, err) = kubectl_with(dir.path(), &alice, &["get", "ns", "-o", "name"]);
+    assert!(ok && out.contains("namespace/default"), "{out}{err}");
+    let (ok, out, _) = kubectl_with(dir.path(), &alice, &["auth", "can-i", "create", "pods"]);
+    assert!(!ok && out.starts_with("no"), "{out}");
+    let (ok, out, _) = kubectl(dir.path(), &["auth", "can-i", "create", "pods"]);
+    assert!(ok && out.trim() == "yes", "{out}");
+    let (ok, out, err) = kubectl_with(dir.path(), &alice, &["create", "namespace", "alices"]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains(r#"namespaces is forbidden: User "alice" cannot create resource "namespaces" in API group "" at the cluster scope"#),
+        "{err}"
+    );
+    let (_, out, _) = kubectl_with(dir.path(), &alice, &["auth", "whoami"]);
+    assert!(out.contains("alice") && out.contains("viewer"), "{out}");
+
+    // Revoked while the gateway runs: its very next request is refused.
+    let (ok, out, err) = shoal(dir.path(), &["creds", "revoke", "alice"]);
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = kubectl_with(dir.path(), &alice, &["get", "ns"]);
+    assert!(
+        !ok && err.contains("You must be logged in to the server"),
+        "{err}"
+    );
+    let (ok, _, err) = shoal(dir.path(), &["creds", "kubeconfig", "alice", "-o", "-"]);
+    assert!(
+        !ok && err.contains("alice"),
+        "a revoked identity gets no token: {err}"
+    );
+    let (ok, _, err) = kubectl(dir.path(), &["get", "ns"]);
+    assert!(ok, "the admin is untouched: {err}");
 }

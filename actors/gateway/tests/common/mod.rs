@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use bus_schemas::roles::Role;
 use shoal_api::local::LocalCluster;
+use shoal_bus::auth::AuthDir;
 use shoal_bus::shutdown::{self, Trigger};
 use shoal_gateway::tls::Credentials;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -21,7 +22,11 @@ pub struct Env {
     pub cluster: LocalCluster,
     pub dir: tempfile::TempDir,
     pub creds: Credentials,
+    /// The admin's kubeconfig (context `shoal`), as `shoal up` writes it.
     pub kubeconfig: PathBuf,
+    /// The cluster's identity registry, which the gateway admits callers from.
+    pub auth: AuthDir,
+    admin_token: String,
     pub gateway: Option<(Trigger, SocketAddr)>,
     _controllers: Trigger,
 }
@@ -33,6 +38,7 @@ pub fn kubectl_binary() -> String {
 
 pub struct Output {
     pub ok: bool,
+    pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
 }
@@ -52,9 +58,13 @@ impl Env {
         });
         let dir = tempfile::tempdir().unwrap();
         let (creds, _) = shoal_gateway::tls::generate(&[]).unwrap();
+        let auth = cluster.natsd.config().auth.clone().expect("identities on");
+        let admin_token = auth.issue_token("admin").unwrap();
         let mut env = Env {
             cluster,
             kubeconfig: dir.path().join("kubeconfig"),
+            auth,
+            admin_token,
             dir,
             creds,
             gateway: None,
@@ -81,6 +91,7 @@ impl Env {
         let config = shoal_gateway::GatewayConfig {
             listen,
             tls: Some(self.creds.clone()),
+            identities: self.auth.dir().to_path_buf(),
         };
         actix::spawn(async move {
             if let Err(e) =
@@ -90,11 +101,49 @@ impl Env {
             }
         });
         let addr = ready_rx.await.expect("gateway listening");
-        let text =
-            shoal_gateway::kubeconfig::render(&format!("https://{addr}"), Some(&self.creds.ca_pem));
+        let text = shoal_gateway::kubeconfig::render(
+            &format!("https://{addr}"),
+            Some(&self.creds.ca_pem),
+            "admin",
+            &self.admin_token,
+        );
         std::fs::write(&self.kubeconfig, text).unwrap();
         self.gateway = Some((trigger, addr));
         addr
+    }
+
+    /// Issues identity `name` with `role` and a kubeconfig acting as it, as `shoal creds
+    /// create --kubeconfig` does; returns the kubeconfig's path.
+    pub fn kubeconfig_for(&self, name: &str, role: &Role) -> PathBuf {
+        self.auth.issue(role, name).unwrap();
+        self.write_kubeconfig(name, &self.auth.issue_token(name).unwrap())
+    }
+
+    /// A kubeconfig for the running gateway acting with `token` (any text).
+    pub fn write_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
+        let (_, addr) = self.gateway.as_ref().expect("a gateway runs");
+        let text = shoal_gateway::kubeconfig::render(
+            &format!("https://{addr}"),
+            Some(&self.creds.ca_pem),
+            name,
+            token,
+        );
+        let path = self.dir.path().join(format!("kubeconfig-{name}"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Runs kubectl with another kubeconfig than the admin's.
+    pub async fn kubectl_with(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Output {
+        let mut cmd = self.command(args);
+        cmd.env("KUBECONFIG", kubeconfig);
+        let out = cmd.output().await.expect("running kubectl");
+        Output {
+            ok: out.status.success(),
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
     }
 
     /// Stops the running gateway replica (its open connections are dropped).
@@ -123,6 +172,7 @@ impl Env {
         let out = self.command(args).output().await.expect("running kubectl");
         Output {
             ok: out.status.success(),
+            code: out.status.code(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
@@ -164,6 +214,7 @@ impl Env {
         let out = child.wait_with_output().await.unwrap();
         Output {
             ok: out.status.success(),
+            code: out.status.code(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
