@@ -4,6 +4,7 @@
 use bus_schemas::api::{ListOptions, ObjectList, ObjectRef};
 use bus_schemas::subjects::Verb;
 use bus_schemas::{codec, with_kind, Cause, Reason, Status};
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 use shoal_bus::client::decode_reply;
@@ -99,6 +100,23 @@ impl Bus {
         resource: &RestResource,
         options: &ListOptions,
     ) -> Result<ObjectList<Value>, ApiError> {
+        let mut list = self.list_of::<Value>(resource, options).await?;
+        for item in &mut list.items {
+            with_type_meta(item, resource);
+        }
+        list.api_version = resource.api_version().to_string();
+        list.kind = format!("{}List", resource.kind());
+        Ok(list)
+    }
+
+    /// One page of a list with its items decoded straight from the reply as `T`: the kind's
+    /// own type where no JSON of the objects is needed (Table rows). Items as the bus stores
+    /// them, without `apiVersion`/`kind` filled in or conversion to the served version.
+    pub async fn list_of<T: DeserializeOwned>(
+        &self,
+        resource: &RestResource,
+        options: &ListOptions,
+    ) -> Result<ObjectList<T>, ApiError> {
         let mut list = self.list_once(resource, options).await?;
         if list.metadata.resource_version == "0" {
             // The API answers revision 0 for a kind never written, and to a watch "0" means
@@ -112,28 +130,23 @@ impl Bus {
                 list.metadata.resource_version = floor.to_string();
             }
         }
-        for item in &mut list.items {
-            with_type_meta(item, resource);
-        }
-        list.api_version = resource.api_version().to_string();
-        list.kind = format!("{}List", resource.kind());
         Ok(list)
     }
 }
 
 impl Bus {
-    async fn list_once(
+    async fn list_once<T: DeserializeOwned>(
         &self,
         resource: &RestResource,
         options: &ListOptions,
-    ) -> Result<ObjectList<Value>, ApiError> {
+    ) -> Result<ObjectList<T>, ApiError> {
         // Decoded straight into the list: lists are the large replies.
         let body = codec::to_msgpack(options)
             .map_err(|e| ApiError::Status(Status::bad_request(format!("cannot encode: {e}"))))?;
         let token = resource.info.token();
         let reply = self.api.request_raw(&token, Verb::List, body).await?;
         let subject = bus_schemas::subjects::api(&token, Verb::List);
-        Ok(decode_reply::<ObjectList<Value>>(&subject, reply)?.0)
+        Ok(decode_reply::<ObjectList<T>>(&subject, reply)?.0)
     }
 }
 

@@ -4,10 +4,11 @@
 
 use bus_schemas::api::{DeleteOptions, ListOptions, PatchRequest, Preconditions};
 use bus_schemas::subjects::Verb;
-use bus_schemas::{Cause, Reason, Status};
+use bus_schemas::{with_kind, Cause, Reason, Status};
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use shoal_bus::client::warnings;
+use shoal_bus::ApiError;
 
 use crate::bus::{encode_object, Bus, FieldValidation};
 use crate::field_manager::Writer;
@@ -155,11 +156,8 @@ fn reply_object(req: &Request, r: &RestResource, obj: Value, code: StatusCode) -
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        return http::json_with(
-            code,
-            "application/json",
-            &table::table(r.kind(), std::slice::from_ref(&obj), &rv, "", true),
-        );
+        let body = table::table(r.kind(), std::slice::from_ref(&obj), &rv, "", true);
+        return http::bytes_response(code, "application/json", body);
     }
     http::json_with(code, "application/json", &obj)
 }
@@ -172,17 +170,60 @@ async fn list(bus: &Bus, req: &Request, r: &RestResource, ns: &str) -> Response 
         limit: req.param("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
         continue_token: req.param("continue").unwrap_or("").to_string(),
     };
+    if req.wants_table() {
+        return match table_page(bus, r, &options).await {
+            Ok(body) => http::bytes_response(StatusCode::OK, "application/json", body),
+            Err(e) => http::api_error(&e),
+        };
+    }
     match bus.list(r, &options).await {
-        Ok(list) if req.wants_table() => http::json(&table::table(
-            r.kind(),
-            &list.items,
-            &list.metadata.resource_version,
-            &list.metadata.continue_token,
-            true,
-        )),
-        Ok(list) => http::json(&serde_json::to_value(&list).unwrap_or(Value::Null)),
+        // Serialised straight from the list: no Value tree of the whole page.
+        Ok(list) => match serde_json::to_vec(&list) {
+            Ok(body) => http::bytes_response(StatusCode::OK, "application/json", body),
+            Err(e) => http::error(Reason::InternalError, format!("encoding the list: {e}")),
+        },
         Err(e) => http::api_error(&e),
     }
+}
+
+/// One page as a Table (what kubectl lists with): the page decoded once as its kind and its
+/// rows serialised from that. A page that does not decode as the kind (none should: the API
+/// wrote every object as its type) is listed again as JSON and read object by object, so a
+/// bad object costs its own row, not the page.
+async fn table_page(
+    bus: &Bus,
+    r: &RestResource,
+    options: &ListOptions,
+) -> Result<Vec<u8>, ApiError> {
+    let kind = r.kind();
+    let now = chrono::Utc::now();
+    let typed = with_kind!(kind, K => {
+        match bus.list_of::<K>(r, options).await {
+            Ok(page) => {
+                let rows = table::typed_rows(&page.items, now);
+                let meta = &page.metadata;
+                Some(table::encode(kind, &rows, &meta.resource_version, &meta.continue_token, true))
+            }
+            Err(ApiError::Decode { detail, .. }) => {
+                tracing::warn!(kind, %detail, "a list page does not decode as its kind; reading it as JSON");
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    }, _ => None);
+    if let Some(body) = typed {
+        return Ok(body);
+    }
+    let page = bus.list(r, options).await?;
+    let rows = table::value_rows(kind, &page.items, now);
+    let meta = &page.metadata;
+    Ok(table::encode(
+        kind,
+        &rows,
+        &meta.resource_version,
+        &meta.continue_token,
+        true,
+    ))
 }
 
 async fn get(bus: &Bus, req: &Request, r: &RestResource, ns: &str, name: &str) -> Response {

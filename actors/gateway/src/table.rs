@@ -5,84 +5,196 @@
 //! The rows are `shoal_tables`', the same as `shoal get` prints: each object is decoded into
 //! its bus-schemas type and asked for its cells. This module only keeps the columns a Table
 //! carries and wraps them in Kubernetes' shape.
+//!
+//! Why Tables are serialised from typed rows and not built as a `serde_json::Value`: a list
+//! page is the gateway's largest answer (`kubectl get pods -A` reads every pod this way), and
+//! the Value tree (msgpack → Value → typed for the cells → Value → JSON) cost about twice the
+//! bus path's whole list. A page the API answered is decoded once into its kind's type
+//! ([`typed_rows`]); cells and metadata are written from it by serde straight into the
+//! response bytes ([`encode`]). Objects only at hand as JSON (a single reply, a watch event)
+//! take [`value_rows`], which reads the same cells.
 
+use bus_schemas::ObjectMeta;
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
+use serde::ser::{SerializeSeq, Serializer};
+use serde::Serialize;
+use serde_json::Value;
 use shoal_tables::{Cell, Column};
 
-fn column_definition(column: &Column) -> Value {
-    json!({
-        "name": column.name,
-        "type": column.type_.api_name(),
-        "format": if column.name == "Name" { "name" } else { "" },
-        "description": column.description,
-        "priority": u8::from(column.wide),
-    })
+/// One row of a Table: the object's cells and the metadata kubectl reads namespaces and
+/// labels from (`-A`, `--show-labels`).
+#[derive(Serialize)]
+pub struct TableRow<M: Serialize> {
+    #[serde(serialize_with = "cells_json")]
+    cells: Vec<Cell>,
+    object: PartialObjectMetadata<M>,
 }
 
-/// One object's cells, only those of the columns a Table carries. An object that does not
-/// decode as its kind (none should: the API checked it) keeps its name and age, and is logged.
-fn row_cells(kind: &str, object: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let cells = shoal_tables::cells(kind, object, now).unwrap_or_else(|problem| {
-        tracing::warn!(%problem, "cannot read an object for its table row");
-        shoal_tables::undecodable_cells(kind, object, now)
-    });
-    cells.iter().map(Cell::to_json).collect()
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PartialObjectMetadata<M: Serialize> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: M,
 }
 
-/// The `PartialObjectMetadata` kubectl reads namespaces and labels from (`-A`,
-/// `--show-labels`).
-fn partial_metadata(o: &Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": o.get("metadata").cloned().unwrap_or_else(|| json!({})),
-    })
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Table<'a, M: Serialize> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: TableMeta<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    column_definitions: Option<Vec<ColumnDefinition>>,
+    rows: &'a [TableRow<M>],
 }
 
-/// A Table of `objects` of one kind. `with_columns` is false for watch events after the
-/// first, as upstream sends them.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TableMeta<'a> {
+    resource_version: &'a str,
+    #[serde(rename = "continue", skip_serializing_if = "str::is_empty")]
+    continue_token: &'a str,
+}
+
+#[derive(Serialize)]
+struct ColumnDefinition {
+    name: &'static str,
+    #[serde(rename = "type")]
+    type_: &'static str,
+    format: &'static str,
+    description: &'static str,
+    priority: u8,
+}
+
+impl ColumnDefinition {
+    fn of(column: &Column) -> ColumnDefinition {
+        ColumnDefinition {
+            name: column.name,
+            type_: column.type_.api_name(),
+            format: if column.name == "Name" { "name" } else { "" },
+            description: column.description,
+            priority: u8::from(column.wide),
+        }
+    }
+}
+
+/// Cells as a Table carries them: JSON strings, numbers and booleans as their columns say.
+fn cells_json<S: Serializer>(cells: &[Cell], serializer: S) -> Result<S::Ok, S::Error> {
+    let mut seq = serializer.serialize_seq(Some(cells.len()))?;
+    for cell in cells {
+        match cell {
+            Cell::Text(text) => seq.serialize_element(text)?,
+            Cell::Integer(n) => seq.serialize_element(n)?,
+            Cell::Boolean(b) => seq.serialize_element(b)?,
+        }
+    }
+    seq.end()
+}
+
+fn row<M: Serialize>(cells: Vec<Cell>, metadata: M) -> TableRow<M> {
+    TableRow {
+        cells,
+        object: PartialObjectMetadata {
+            kind: "PartialObjectMetadata",
+            api_version: "meta.k8s.io/v1",
+            metadata,
+        },
+    }
+}
+
+/// Rows of objects decoded as their kind: the list path.
+pub fn typed_rows<K: shoal_tables::Row>(
+    objects: &[K],
+    now: DateTime<Utc>,
+) -> Vec<TableRow<&ObjectMeta>> {
+    objects
+        .iter()
+        .map(|o| row(o.cells(now), o.meta()))
+        .collect()
+}
+
+/// Rows of objects at hand as JSON. An object that does not decode as its kind (none should:
+/// the API checked it) keeps its name and age, and is logged.
+pub fn value_rows<'a>(
+    kind: &str,
+    objects: &'a [Value],
+    now: DateTime<Utc>,
+) -> Vec<TableRow<&'a Value>> {
+    static EMPTY: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    let empty = EMPTY.get_or_init(|| Value::Object(Default::default()));
+    objects
+        .iter()
+        .map(|o| {
+            let cells = shoal_tables::cells(kind, o, now).unwrap_or_else(|problem| {
+                tracing::warn!(%problem, "cannot read an object for its table row");
+                shoal_tables::undecodable_cells(kind, o, now)
+            });
+            row(cells, o.get("metadata").unwrap_or(empty))
+        })
+        .collect()
+}
+
+/// A Table of `rows` of one kind, as JSON bytes. `with_columns` is false for watch events
+/// after the first, as upstream sends them.
+pub fn encode<M: Serialize>(
+    kind: &str,
+    rows: &[TableRow<M>],
+    resource_version: &str,
+    continue_token: &str,
+    with_columns: bool,
+) -> Vec<u8> {
+    let table = Table {
+        kind: "Table",
+        api_version: "meta.k8s.io/v1",
+        metadata: TableMeta {
+            resource_version,
+            continue_token,
+        },
+        column_definitions: with_columns.then(|| {
+            shoal_tables::columns(kind)
+                .iter()
+                .map(ColumnDefinition::of)
+                .collect()
+        }),
+        rows,
+    };
+    // Serialising these types cannot fail: every map key is a string.
+    serde_json::to_vec(&table).unwrap_or_default()
+}
+
+/// A Table of objects at hand as JSON.
 pub fn table(
     kind: &str,
     objects: &[Value],
     resource_version: &str,
     continue_token: &str,
     with_columns: bool,
-) -> Value {
-    let now = Utc::now();
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|o| json!({"cells": row_cells(kind, o, now), "object": partial_metadata(o)}))
-        .collect();
-    let mut metadata = json!({"resourceVersion": resource_version});
-    if !continue_token.is_empty() {
-        metadata["continue"] = json!(continue_token);
-    }
-    let mut table = json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": metadata,
-        "rows": rows,
-    });
-    if with_columns {
-        let columns = shoal_tables::columns(kind)
-            .iter()
-            .map(column_definition)
-            .collect();
-        table["columnDefinitions"] = Value::Array(columns);
-    }
-    table
+) -> Vec<u8> {
+    let rows = value_rows(kind, objects, Utc::now());
+    encode(kind, &rows, resource_version, continue_token, with_columns)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn table_value(kind: &str, objects: &[Value], rv: &str, with_columns: bool) -> Value {
+        serde_json::from_slice(&table(kind, objects, rv, "", with_columns)).unwrap()
+    }
+
+    fn row_cells(kind: &str, object: &Value, now: DateTime<Utc>) -> Vec<Value> {
+        let rows = value_rows(kind, std::slice::from_ref(object), now);
+        let cells = serde_json::to_value(&rows[0]).unwrap()["cells"].clone();
+        cells.as_array().unwrap().clone()
+    }
 
     #[test]
     fn every_row_has_one_cell_per_column() {
         let obj = json!({"metadata": {"name": "x", "creationTimestamp": "2026-01-01T00:00:00Z"}});
         for info in bus_schemas::kinds::KINDS {
-            let t = table(info.kind, std::slice::from_ref(&obj), "7", "", true);
+            let t = table_value(info.kind, std::slice::from_ref(&obj), "7", true);
             let columns = t["columnDefinitions"].as_array().unwrap().len();
             let cells = t["rows"][0]["cells"].as_array().unwrap().len();
             assert_eq!(columns, cells, "{}", info.kind);
@@ -99,7 +211,7 @@ mod tests {
                 {"name": "b", "ready": false, "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
             ]}
         });
-        let t = table("Pod", &[pod], "9", "", true);
+        let t = table_value("Pod", &[pod], "9", true);
         let cells = &t["rows"][0]["cells"];
         assert_eq!(cells[0], "web-1");
         assert_eq!(cells[1], "1/2");
@@ -141,5 +253,49 @@ mod tests {
         assert_eq!(row[2], "Delete");
         assert_eq!(row[3], "WaitForFirstConsumer");
         assert_eq!(row[4], "false");
+    }
+
+    #[test]
+    fn typed_pages_print_as_the_same_table_as_json_objects() {
+        let pod: bus_schemas::kinds::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web-1", "namespace": "d", "uid": "u1", "resourceVersion": "12",
+                         "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"app": "web"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": "web", "uid": "u0", "controller": true}]},
+            "spec": {"containers": [{"name": "a", "image": "busybox"}], "nodeName": "n1"},
+            "status": {"phase": "Running", "podIP": "10.0.0.5", "containerStatuses": [
+                {"name": "a", "ready": true, "restartCount": 1, "state": {"running": {}}}]}
+        }))
+        .unwrap();
+        // What the API stores and a JSON list carries: the typed object's own serialisation.
+        let stored = serde_json::to_value(&pod).unwrap();
+        let now = Utc::now();
+        let typed = typed_rows(std::slice::from_ref(&pod), now);
+        let typed: Value =
+            serde_json::from_slice(&encode("Pod", &typed, "12", "d/web-1", true)).unwrap();
+        let values = value_rows("Pod", std::slice::from_ref(&stored), now);
+        let values: Value =
+            serde_json::from_slice(&encode("Pod", &values, "12", "d/web-1", true)).unwrap();
+        assert_eq!(typed, values);
+        assert_eq!(typed["rows"][0]["cells"][1], "1/1");
+        assert_eq!(
+            typed["rows"][0]["object"]["metadata"]["labels"]["app"],
+            "web"
+        );
+        assert_eq!(
+            typed["rows"][0]["object"]["metadata"]["ownerReferences"][0]["name"],
+            "web"
+        );
+        assert_eq!(typed["metadata"]["continue"], "d/web-1");
+    }
+
+    #[test]
+    fn watch_events_after_the_first_carry_no_column_definitions() {
+        let obj = json!({"metadata": {"name": "x"}});
+        let first = table_value("Pod", std::slice::from_ref(&obj), "3", true);
+        let later = table_value("Pod", std::slice::from_ref(&obj), "3", false);
+        assert!(first["columnDefinitions"].is_array());
+        assert!(later.get("columnDefinitions").is_none());
+        assert!(later["metadata"].get("continue").is_none());
     }
 }

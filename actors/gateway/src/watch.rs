@@ -17,7 +17,7 @@ use crate::bus::{with_type_meta, Bus};
 use crate::http::{self, Request, Response};
 use crate::resources::RestResource;
 use crate::table;
-use crate::watch_hub::EventSource;
+use crate::watch_hub::{EventSource, HubEvent, LineKey};
 
 /// How often an idle watch that asked for bookmarks gets one.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(10);
@@ -105,8 +105,17 @@ pub async fn serve(
 }
 
 fn event_line(kind: &str, object: Value) -> Bytes {
-    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-    line.push(b'\n');
+    event_line_of(kind, &serde_json::to_vec(&object).unwrap_or_default())
+}
+
+/// `{"type":…,"object":…}` and a newline around an object already serialised.
+fn event_line_of(kind: &str, object: &[u8]) -> Bytes {
+    let mut line = Vec::with_capacity(object.len() + kind.len() + 24);
+    line.extend_from_slice(b"{\"type\":");
+    line.extend_from_slice(&serde_json::to_vec(kind).unwrap_or_default());
+    line.extend_from_slice(b",\"object\":");
+    line.extend_from_slice(object);
+    line.extend_from_slice(b"}\n");
     Bytes::from(line)
 }
 
@@ -122,24 +131,70 @@ struct Encoder {
 }
 
 impl Encoder {
-    fn object(&mut self, spec: &WatchSpec, obj: Value) -> Value {
+    /// The object as this watch sends it: itself, or a Table of its row, with column
+    /// definitions on the first only.
+    fn object(&mut self, spec: &WatchSpec, obj: Value) -> Vec<u8> {
         if !spec.as_table {
-            return obj;
+            return serde_json::to_vec(&obj).unwrap_or_default();
         }
-        let rv = obj
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
         let with_columns = std::mem::replace(&mut self.first, false);
-        table::table(
-            spec.resource.kind(),
-            std::slice::from_ref(&obj),
-            &rv,
-            "",
-            with_columns,
-        )
+        table_of(spec, &obj, with_columns)
     }
+
+    /// The line of a log event. Only a Table watch's first one is its own: every other line
+    /// is the same for each watch of the feed with the same version and output, so the
+    /// first of them to need it encodes it and the others send the same bytes.
+    fn event(
+        &mut self,
+        spec: &WatchSpec,
+        event: &HubEvent,
+        stored: &Value,
+        kind: &'static str,
+    ) -> Bytes {
+        let revision = event.raw.revision;
+        if spec.as_table && self.first {
+            let object = self.object(spec, served(spec, stored, revision));
+            return event_line_of(kind, &object);
+        }
+        let key = LineKey {
+            api_version: spec.resource.api_version(),
+            table: spec.as_table,
+            event_type: kind,
+        };
+        event.line(key, || {
+            let obj = served(spec, stored, revision);
+            let object = if spec.as_table {
+                table_of(spec, &obj, false)
+            } else {
+                serde_json::to_vec(&obj).unwrap_or_default()
+            };
+            event_line_of(kind, &object)
+        })
+    }
+}
+
+fn table_of(spec: &WatchSpec, obj: &Value, with_columns: bool) -> Vec<u8> {
+    let rv = obj
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    table::table(
+        spec.resource.kind(),
+        std::slice::from_ref(obj),
+        rv,
+        "",
+        with_columns,
+    )
+}
+
+/// A stored object as the client sees it: in the served version, at the event's revision.
+fn served(spec: &WatchSpec, stored: &Value, revision: u64) -> Value {
+    let mut obj = stored.clone();
+    with_type_meta(&mut obj, &spec.resource);
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), json!(revision.to_string()));
+    }
+    obj
 }
 
 async fn pump(
@@ -193,7 +248,7 @@ async fn pump(
                         membership.record(key, true);
                     }
                     let object = encoder.object(&spec, item);
-                    send(&tx, event_line("ADDED", object)).await?;
+                    send(&tx, event_line_of("ADDED", &object)).await?;
                 }
             }
             list.1
@@ -222,20 +277,16 @@ async fn pump(
                     }
                     None => return Ok(()),
                 };
-                last = event.revision;
-                let Ok(mut obj) = rmp_serde::from_slice::<Value>(&event.payload) else {
-                    tracing::warn!(subject = %event.subject, revision = event.revision, "undecodable object in the state log; skipped");
+                last = event.raw.revision;
+                let Some(stored) = event.object() else {
+                    tracing::warn!(subject = %event.raw.subject, revision = last, "undecodable object in the state log; skipped");
                     continue;
                 };
-                let Some(kind) = membership.event_type(&spec, &obj, &event.subject, event.event) else {
+                let Some(kind) = membership.event_type(&spec, stored, &event.raw.subject, event.raw.event) else {
                     continue;
                 };
-                with_type_meta(&mut obj, &spec.resource);
-                if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.insert("resourceVersion".into(), json!(event.revision.to_string()));
-                }
-                let object = encoder.object(&spec, obj);
-                send(&tx, event_line(kind, object)).await?;
+                let line = encoder.event(&spec, &event, stored, kind);
+                send(&tx, line).await?;
             }
             _ = bookmark.tick(), if spec.bookmarks && !spec.as_table => {
                 send(&tx, event_line("BOOKMARK", bookmark_object(&spec, last))).await?;
@@ -285,10 +336,10 @@ impl Membership {
         event: shoal_bus::EventType,
     ) -> Option<&'static str> {
         use shoal_bus::EventType;
-        let matches = spec.matches(obj);
         if !self.selecting {
             return Some(event.as_str());
         }
+        let matches = spec.matches(obj);
         let before = self.matched.get(key).copied();
         if event == EventType::Deleted {
             self.matched.remove(key);
