@@ -239,6 +239,9 @@ pub async fn publish_metrics(
                     });
                 }
             }
+            if ctx.backend.is_hollow() {
+                crate::hollow_usage::apply(&pod, &mut sample);
+            }
             sample.app = scrape_app_metrics(&ctx, &pod, period).await;
             node_total.cpu_millicores += sample.cpu_millicores;
             node_total.memory_working_set_bytes += sample.memory_working_set_bytes;
