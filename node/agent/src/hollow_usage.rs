@@ -30,15 +30,18 @@ fn lookup(pod: &Pod, key: &str, container: &str) -> Option<Quantity> {
     }
 }
 
+/// Whether the pod sets any usage (hollow nodes publish samples only for such pods).
+pub fn annotated(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .keys()
+        .any(|k| k.starts_with(CPU_USAGE) || k.starts_with(MEMORY_USAGE))
+}
+
 /// Overrides the sample's per-container and pod usage from the pod's annotations; a sample
 /// of a pod without any is left as the runtime reported it.
 pub fn apply(pod: &Pod, sample: &mut PodMetrics) {
-    let annotated = pod
-        .metadata
-        .annotations
-        .keys()
-        .any(|k| k.starts_with(CPU_USAGE) || k.starts_with(MEMORY_USAGE));
-    if !annotated {
+    if !annotated(pod) {
         return;
     }
     for c in &mut sample.containers {

@@ -159,8 +159,12 @@ async fn recommendations_from_hollow_usage_resize_pods_one_at_a_time() {
             return false;
         };
         let Some(rec) = vpa.recommendation_for("app") else {
+            let pods = pods(&api).await;
+            let phases: Vec<&str> = pods.iter().map(|p| p.status.phase.as_str()).collect();
+            eprintln!("no recommendation yet: {:?}; pods {phases:?}", vpa.status);
             return false;
         };
+        eprintln!("recommendation: {rec:?}");
         let cpu = rec.target.get("cpu").map(|q| q.milli_value()).unwrap_or(0);
         let memory = rec
             .target
