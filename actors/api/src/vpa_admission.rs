@@ -65,12 +65,12 @@ pub fn resize(pod: &mut Pod, vpa: &VerticalPodAutoscaler) {
         for (resource, target) in &rec.target {
             let resources = &mut container.resources;
             let old = resources.requests.get(resource).cloned();
-            let mut request = target.clone();
+            let mut request = *target;
             match resources.limits.get(resource).cloned() {
                 Some(limit) if scales_limits => {
                     // Limits keep their ratio to requests; with no request to take the
                     // ratio from, the request was the limit (Kubernetes' defaulting).
-                    let base = old.clone().unwrap_or_else(|| limit.clone());
+                    let base = old.unwrap_or(limit);
                     if base.milli_value() > 0 {
                         let scaled = target.milli_value().saturating_mul(limit.milli_value())
                             / base.milli_value();

@@ -221,12 +221,12 @@ pub fn recommend(
             for (resource, q) in list.iter_mut() {
                 if let Some(min) = policy.min_allowed.get(resource) {
                     if q.milli_value() < min.milli_value() {
-                        *q = min.clone();
+                        *q = *min;
                     }
                 }
                 if let Some(max) = policy.max_allowed.get(resource) {
                     if q.milli_value() > max.milli_value() {
-                        *q = max.clone();
+                        *q = *max;
                     }
                 }
             }
