@@ -193,6 +193,11 @@ impl Role {
             Role::Autoscaler => {
                 p.publish_allow = strings(&[
                     "shoal.v1.api.horizontalpodautoscaler.>",
+                    // Recommendations are written to VPA status; Recreate evicts pods (in
+                    // Shoal an eviction is a graceful delete: there is no eviction
+                    // subresource), never more than its availability check allows.
+                    "shoal.v1.api.verticalpodautoscaler.>",
+                    "shoal.v1.api.pod.delete",
                     "shoal.v1.api.*.get-scale",
                     "shoal.v1.api.*.update-scale",
                     "shoal.v1.api.*.get",

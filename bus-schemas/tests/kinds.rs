@@ -113,6 +113,7 @@ golden_tests! {
     golden_endpoints => endpoints, "endpoints";
     golden_event => event, "event";
     golden_hpa => hpa, "horizontalpodautoscaler";
+    golden_vpa => vpa, "verticalpodautoscaler";
     golden_lease => lease, "lease";
     golden_priorityclass => priorityclass, "priorityclass";
     golden_namespace => namespace, "namespace";
@@ -141,6 +142,7 @@ fn defaults_of_empty_objects_are_idempotent() {
     check::<Endpoints>();
     check::<Event>();
     check::<HorizontalPodAutoscaler>();
+    check::<bus_schemas::kinds::VerticalPodAutoscaler>();
     check::<Lease>();
     check::<Namespace>();
     check::<PersistentVolume>();

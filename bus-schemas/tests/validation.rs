@@ -804,3 +804,110 @@ fn kubectl_manifest_decodes_strictly_and_validates() {
         deploy
     );
 }
+
+#[test]
+fn vpa_manifest_as_written_for_kubernetes_is_valid() {
+    let vpa: VerticalPodAutoscaler = from_json_value_strict(json!({
+        "apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": "web"},
+        "spec": {
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "updatePolicy": {"updateMode": "Initial"},
+            "resourcePolicy": {"containerPolicies": [
+                {"containerName": "*", "minAllowed": {"cpu": "100m"}, "maxAllowed": {"cpu": "1", "memory": "500Mi"},
+                 "controlledResources": ["cpu", "memory"], "controlledValues": "RequestsOnly"},
+                {"containerName": "sidecar", "mode": "Off"}
+            ]}
+        }
+    }))
+    .unwrap();
+    assert!(causes_of(vpa.clone()).is_empty());
+    let mut defaulted = vpa;
+    defaulted.spec.update_policy = None;
+    defaulted.apply_defaults();
+    assert_eq!(defaulted.update_mode(), "Auto", "upstream's default mode");
+}
+
+#[test]
+fn vpa_bad_fields_are_named_by_path() {
+    let mut v = vpa();
+    v.spec.target_ref = None;
+    v.spec.update_policy.as_mut().unwrap().update_mode = Some("Sometimes".into());
+    v.spec.update_policy.as_mut().unwrap().min_replicas = Some(0);
+    let policy = &mut v.spec.resource_policy.as_mut().unwrap().container_policies[0];
+    policy.min_allowed.insert("cpu".into(), q("3"));
+    policy.max_allowed.insert("gpu".into(), q("1"));
+    policy.mode = Some("Manual".into());
+    policy.controlled_values = Some("LimitsOnly".into());
+    policy.controlled_resources = Some(vec!["cpu".into(), "disk".into()]);
+    let mut dup = policy.clone();
+    dup.mode = None;
+    dup.controlled_values = None;
+    dup.controlled_resources = None;
+    dup.min_allowed.clear();
+    dup.max_allowed.clear();
+    v.spec
+        .resource_policy
+        .as_mut()
+        .unwrap()
+        .container_policies
+        .push(dup);
+    let causes = causes_of(v);
+    let at = "spec.resourcePolicy.containerPolicies";
+    assert_cause(&causes, "spec.targetRef", "FieldValueRequired");
+    assert_cause(
+        &causes,
+        "spec.updatePolicy.updateMode",
+        "FieldValueNotSupported",
+    );
+    assert_cause(
+        &causes,
+        "spec.updatePolicy.minReplicas",
+        "FieldValueInvalid",
+    );
+    assert_cause(
+        &causes,
+        &format!("{at}[0].maxAllowed[cpu]"),
+        "FieldValueInvalid",
+    );
+    assert_cause(
+        &causes,
+        &format!("{at}[0].maxAllowed[gpu]"),
+        "FieldValueNotSupported",
+    );
+    assert_cause(&causes, &format!("{at}[0].mode"), "FieldValueNotSupported");
+    assert_cause(
+        &causes,
+        &format!("{at}[0].controlledValues"),
+        "FieldValueNotSupported",
+    );
+    assert_cause(
+        &causes,
+        &format!("{at}[0].controlledResources[1]"),
+        "FieldValueNotSupported",
+    );
+    assert_cause(
+        &causes,
+        &format!("{at}[1].containerName"),
+        "FieldValueDuplicate",
+    );
+    assert_eq!(causes.len(), 9, "{causes:#?}");
+
+    // A target without kind or name, and a quantity that does not parse.
+    let mut v = vpa();
+    v.spec.target_ref.as_mut().unwrap().name.clear();
+    assert_eq!(fields(&causes_of(v)), ["spec.targetRef.name"]);
+    let bad = from_json_value_strict::<VerticalPodAutoscaler>(json!({
+        "metadata": {"name": "web"},
+        "spec": {"targetRef": {"kind": "Deployment", "name": "web"},
+                 "resourcePolicy": {"containerPolicies": [
+                     {"containerName": "*", "maxAllowed": {"cpu": "lots"}}]}}
+    }))
+    .unwrap_err();
+    assert!(
+        bad.iter().any(|c| c
+            .field
+            .starts_with("spec.resourcePolicy.containerPolicies[0].maxAllowed")),
+        "{bad:#?}"
+    );
+}

@@ -1,7 +1,8 @@
 //! Admission: policy applied after validation and before the write — namespaces must exist
 //! and not be terminating, new pods must meet their namespace's pod security level (see
-//! [`crate::pod_security`]), pod priorities are resolved from PriorityClasses, claims without a
-//! class get the default StorageClass, and a node may write only what is bound to it.
+//! [`crate::pod_security`]), pod priorities are resolved from PriorityClasses, new pods of a
+//! workload a VerticalPodAutoscaler sizes get its recommendation ([`crate::vpa_admission`]),
+//! claims without a class get the default StorageClass, and a node may write only what is bound to it.
 
 use std::any::Any;
 
@@ -30,7 +31,8 @@ pub(crate) async fn admit<K: Resource>(
                 if let Some(namespace) = &namespace {
                     crate::pod_security::enforce(namespace, pod)?;
                 }
-                resolve_priority(server, pod).await?
+                resolve_priority(server, pod).await?;
+                crate::vpa_admission::admit(server, pod).await?
             }
             // Priority is resolved once, at creation; updates keep it.
             Some(old) => {

@@ -17,7 +17,8 @@
 //!   ReplicaSets).
 //! - [`commit`]: the last step of every change: write, or remove a fully deleted object and
 //!   release what it held.
-//! - policy: [`admission`] (namespaces, priorities, node ownership), [`pod_security`] (the
+//! - policy: [`admission`] (namespaces, priorities, node ownership), [`vpa_admission`]
+//!   (new pods sized from a VerticalPodAutoscaler's recommendation), [`pod_security`] (the
 //!   namespace's Pod Security Standards level: refusals and warnings), [`termination`] (pure
 //!   deletion policy: finalizers, grace periods, when deletion is complete), [`service_ips`]
 //!   (ClusterIP allocation, whose reservations are written through the shared state, never
@@ -72,6 +73,7 @@ pub mod service_ips;
 pub mod state;
 pub mod telemetry;
 pub mod termination;
+pub mod vpa_admission;
 pub mod write;
 
 use std::future::Future;

@@ -350,6 +350,7 @@ fn fixture_of<K: Resource>() -> K {
         "Endpoints" => serde_json::to_value(fixtures::endpoints()),
         "Event" => serde_json::to_value(fixtures::event()),
         "HorizontalPodAutoscaler" => serde_json::to_value(fixtures::hpa()),
+        "VerticalPodAutoscaler" => serde_json::to_value(fixtures::vpa()),
         "Lease" => serde_json::to_value(fixtures::lease()),
         "PriorityClass" => serde_json::to_value(fixtures::priorityclass()),
         "ConfigMap" => Ok(serde_json::json!({"metadata": {"name": "app-config"},

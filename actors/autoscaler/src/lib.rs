@@ -1,4 +1,5 @@
-//! The autoscaler actor: Kubernetes' HorizontalPodAutoscaler on metrics from the bus.
+//! The autoscaler actor: Kubernetes' HorizontalPodAutoscaler and VerticalPodAutoscaler on
+//! metrics from the bus.
 //!
 //! # Layout
 //! - [`calc`]: the replica calculator, one metric's observations → a proposal (pure).
@@ -13,12 +14,14 @@
 //! - [`hook`]: asking an autoscaling hook over NATS request/reply.
 //! - [`pass`]: one HPA against the cluster: scale through the API, status, Events, the
 //!   published decision.
+//! - [`vpa`]: VerticalPodAutoscaler: decaying usage histograms per container, the
+//!   recommendation written to VPA status, and Recreate's evictions.
 //! - [`run`]: the actor: leader election, the metrics feed, periodic and prompt passes (a
 //!   span per pass and per HPA, the decisions counted in Prometheus).
 //!
 //! Like every actor it never calls another: it reads HPAs and pods from the shared caches
 //! and metrics from the bus, and writes only through the API (the scale subresource, HPA
-//! status, Events).
+//! and VPA status, pod deletions for Recreate, Events).
 
 pub mod calc;
 pub mod decide;
@@ -27,15 +30,17 @@ pub mod jetstream_lag;
 pub mod metrics;
 pub mod normalize;
 pub mod pass;
+pub mod vpa;
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bus_schemas::kinds::{HorizontalPodAutoscaler, Pod};
+use bus_schemas::api::PodMetrics;
+use bus_schemas::kinds::{HorizontalPodAutoscaler, Pod, VerticalPodAutoscaler};
 use bus_schemas::selector::Selector;
-use bus_schemas::subjects;
+use bus_schemas::{codec, subjects};
 use futures::StreamExt;
 use shoal_bus::leader::{LeaderElectionConfig, LeaderElector, Leadership};
 use shoal_bus::{ApiClient, InformerFactory, Store, StoreError};
@@ -73,6 +78,10 @@ pub struct AutoscalerConfig {
     /// How often JetStream consumer lag is read while messages are pending (a message to an
     /// idle stream is noticed at once).
     pub lag_period: Duration,
+    /// The VPA recommender's half-lives, intervals, margin and minimums.
+    pub vpa: vpa::recommend::Settings,
+    /// An unchanged VPA recommendation is rewritten (its bounds refreshed) this often.
+    pub vpa_status_period: Duration,
 }
 
 impl Default for AutoscalerConfig {
@@ -86,6 +95,8 @@ impl Default for AutoscalerConfig {
             metrics_max_age: Duration::from_secs(60),
             sample_window: Duration::from_secs(5),
             lag_period: Duration::from_secs(1),
+            vpa: vpa::recommend::Settings::default(),
+            vpa_status_period: Duration::from_secs(60),
         }
     }
 }
@@ -122,9 +133,26 @@ pub async fn run(
     let lag_table = lag.table.clone();
     let metrics = MetricStore::new(config.metrics_max_age, config.sample_window)
         .with_builtin(move |_, metric| lag_table.answer(metric));
-    let feed = spawn_metrics_feed(&nats, metrics.clone(), prompt.clone()).await?;
     let hpas = informers.get::<HorizontalPodAutoscaler>();
     let pods = informers.get::<Pod>();
+    let recommender = vpa::Recommender::new(vpa::recommend::Settings {
+        sample_period: config.sample_window,
+        ..config.vpa.clone()
+    });
+    let feed = spawn_metrics_feed(
+        &nats,
+        metrics.clone(),
+        recommender.clone(),
+        pods.clone(),
+        prompt.clone(),
+    )
+    .await?;
+    let vpa_targets = spawn_vpa_targets(
+        informers.clone(),
+        recommender.clone(),
+        pods.clone(),
+        config.sync_period,
+    );
     let watcher = spawn_hpa_watch(&hpas, prompt.clone(), lag);
     tokio::pin!(shutdown);
     let result = loop {
@@ -159,9 +187,15 @@ pub async fn run(
             config.settings.clone(),
             config.hook_timeout,
         ));
+        let vpa_ctx = Arc::new(vpa::pass::Ctx::new(
+            api.clone(),
+            informers.clone(),
+            recommender.clone(),
+            config.vpa_status_period,
+        ));
         tracing::info!("autoscaler acting");
         let stop = tokio::select! {
-            _ = passes(ctx, config.sync_period, prompt.clone()) => true,
+            _ = passes(ctx, vpa_ctx, config.sync_period, prompt.clone()) => true,
             _ = &mut shutdown => true,
             _ = lost(&mut leadership) => false,
         };
@@ -175,6 +209,7 @@ pub async fn run(
     };
     feed.abort();
     watcher.abort();
+    vpa_targets.abort();
     result
 }
 
@@ -185,16 +220,25 @@ async fn lost(leadership: &mut Option<Leadership>) {
     }
 }
 
-/// Every `period`, or at once when prompted, evaluates every HPA.
-async fn passes(ctx: Arc<Ctx>, period: Duration, prompt: Arc<tokio::sync::Notify>) {
+/// Every `period`, or at once when prompted, evaluates every HPA; every period, every VPA.
+async fn passes(
+    ctx: Arc<Ctx>,
+    vpa_ctx: Arc<vpa::pass::Ctx>,
+    period: Duration,
+    prompt: Arc<tokio::sync::Notify>,
+) {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = prompt.notified() => {}
-        }
+        let periodic = tokio::select! {
+            _ = tick.tick() => true,
+            _ = prompt.notified() => false,
+        };
         one_pass(&ctx).await;
+        if periodic {
+            let span = tracing::info_span!("autoscaler.vpa_pass", shoal.actor = "autoscaler");
+            vpa::pass::all(&vpa_ctx).instrument(span).await;
+        }
     }
 }
 
@@ -232,6 +276,8 @@ pub async fn one_pass(ctx: &Arc<Ctx>) {
 async fn spawn_metrics_feed(
     nats: &async_nats::Client,
     metrics: MetricStore,
+    recommender: vpa::Recommender,
+    pods: shoal_bus::Informer<Pod>,
     prompt: Arc<tokio::sync::Notify>,
 ) -> Result<tokio::task::JoinHandle<()>, AutoscalerError> {
     let mut sub =
@@ -246,9 +292,41 @@ async fn spawn_metrics_feed(
         while let Some(msg) = sub.next().await {
             if metrics.ingest(&msg.subject, &msg.payload).is_some() {
                 prompt.notify_one();
+                continue;
+            }
+            // Every pod sample (not only the latest) goes into the VPA histograms.
+            if recommender.has_targets() && !msg.subject.starts_with("shoal.v1.metrics.external.") {
+                if let Ok(sample) = codec::from_msgpack::<PodMetrics>(&msg.payload) {
+                    if let Some(pod) = pods.get(&sample.namespace, &sample.pod) {
+                        recommender.ingest(&sample, &pod.metadata.labels);
+                    }
+                }
             }
         }
     }))
+}
+
+/// Refreshes which pods each VPA's samples come from, leading or not (so a new leader has
+/// history), and forgets memory peaks of pods that are gone.
+fn spawn_vpa_targets(
+    informers: InformerFactory,
+    recommender: vpa::Recommender,
+    pods: shoal_bus::Informer<Pod>,
+    period: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let vpas = informers.get::<VerticalPodAutoscaler>();
+        if vpas.wait_synced().await.is_err() {
+            return;
+        }
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            recommender.set_targets(vpa::targets(&informers, &vpas).await);
+            recommender.retain_pods(&pods);
+        }
+    })
 }
 
 /// A new or changed HPA is evaluated at once; the consumers whose lag HPAs read are

@@ -27,6 +27,8 @@
 //!   concurrency, and per-key backoff that resets on success.
 //! - [`exec`]: the client side of streaming exec sessions (stdin, TTY, resizes) with a node
 //!   agent: ordered, acknowledged, heartbeated.
+//! - [`workloads`]: the pod selector of a workload named by kind and name (a
+//!   VerticalPodAutoscaler's target), from the caches.
 //! - [`controller`]: the reconcile runner that ties an informer to a work queue;
 //!   [`reconcile_span`]: the span and metrics of each reconcile.
 
@@ -54,6 +56,7 @@ pub mod tied;
 pub mod tls;
 pub mod violations;
 pub mod watch;
+pub mod workloads;
 pub mod workqueue;
 
 pub use client::{ApiClient, ApiError};

@@ -227,4 +227,13 @@ mod tests {
         assert_eq!(v1.api_version(), "autoscaling/v1");
         assert!(!of_kind("HorizontalPodAutoscaler").unwrap().is_converted());
     }
+
+    #[test]
+    fn vertical_pod_autoscalers_are_served_where_kubectl_looks_for_them() {
+        let vpa = find("autoscaling.k8s.io", "v1", "verticalpodautoscalers").unwrap();
+        assert_eq!(vpa.kind(), "VerticalPodAutoscaler");
+        assert_eq!(vpa.info.short_names, &["vpa"]);
+        assert!(vpa.subresources().iter().any(|s| s.name == "status"));
+        assert!(groups().contains(&("autoscaling.k8s.io", vec!["v1"])));
+    }
 }

@@ -15,6 +15,7 @@ async fn discovery_version_and_cluster_info() {
         ["deployments", "deploy", "apps/v1"],
         ["pods", "po", "v1"],
         ["horizontalpodautoscalers", "hpa", "autoscaling/v2"],
+        ["verticalpodautoscalers", "vpa", "autoscaling.k8s.io/v1"],
     ] {
         assert!(
             resources
@@ -26,6 +27,26 @@ async fn discovery_version_and_cluster_info() {
     let versions = env.ok(&["api-versions"]).await;
     assert!(versions.lines().any(|l| l == "apps/v1"), "{versions}");
     assert!(versions.lines().any(|l| l == "v1"), "{versions}");
+    // The VPA short name resolves through discovery, and its Table prints upstream's columns.
+    let vpa = env
+        .with_stdin(
+            &["create", "-f", "-"],
+            r#"{"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
+                "metadata": {"name": "web"},
+                "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                         "updatePolicy": {"updateMode": "Off"}}}"#,
+        )
+        .await;
+    assert!(vpa.ok, "{}", vpa.stderr);
+    let table = env.ok(&["get", "vpa"]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "MODE", "CPU", "MEM", "PROVIDED", "AGE"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("web ") && l.contains("Off")),
+        "{table}"
+    );
     let info = env.ok(&["cluster-info"]).await;
     assert!(info.contains("is running at https://127.0.0.1:"), "{info}");
 }

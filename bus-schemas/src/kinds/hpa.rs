@@ -536,7 +536,7 @@ impl MetricIdentifier {
 }
 
 impl CrossVersionObjectReference {
-    fn validate(&self, path: &str) -> Vec<Cause> {
+    pub(crate) fn validate(&self, path: &str) -> Vec<Cause> {
         let mut causes = Vec::new();
         for (field, value) in [("kind", &self.kind), ("name", &self.name)] {
             let at = format!("{path}.{field}");

@@ -23,6 +23,7 @@ pub mod secret;
 pub mod service;
 pub mod statefulset;
 pub mod storage_class;
+pub mod vpa;
 
 // Types shared by several kinds.
 pub mod affinity;
@@ -58,6 +59,7 @@ pub use secret::Secret;
 pub use service::Service;
 pub use statefulset::StatefulSet;
 pub use storage_class::StorageClass;
+pub use vpa::VerticalPodAutoscaler;
 
 pub use affinity::{Affinity, Toleration};
 pub use common::ObjectReference;
@@ -85,6 +87,7 @@ pub const KINDS: &[KindInfo] = &[
     Endpoints::INFO,
     Event::INFO,
     HorizontalPodAutoscaler::INFO,
+    VerticalPodAutoscaler::INFO,
     Lease::INFO,
     PriorityClass::INFO,
     ConfigMap::INFO,
@@ -167,6 +170,10 @@ macro_rules! with_kind {
                 type $K = __k::HorizontalPodAutoscaler;
                 $body
             }
+            "VerticalPodAutoscaler" => {
+                type $K = __k::VerticalPodAutoscaler;
+                $body
+            }
             "Lease" => {
                 type $K = __k::Lease;
                 $body
@@ -228,6 +235,8 @@ mod tests {
             ("no", "Node"),
             ("ep", "Endpoints"),
             ("hpa", "HorizontalPodAutoscaler"),
+            ("vpa", "VerticalPodAutoscaler"),
+            ("verticalpodautoscalers", "VerticalPodAutoscaler"),
             ("ev", "Event"),
             ("pc", "PriorityClass"),
             ("jobs", "Job"),

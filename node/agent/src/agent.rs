@@ -452,15 +452,17 @@ pub async fn run(
         extras.push(tokio::spawn(crate::telemetry::serve_exec(
             ctx.clone(),
             nats.clone(),
-            pod_informer.clone(),
-        )));
-        extras.push(tokio::spawn(crate::telemetry::publish_metrics(
-            ctx.clone(),
-            nats.clone(),
             pod_informer,
-            ctx.config.metrics_period.max(MIN_METRICS_PERIOD),
         )));
     }
+    // Hollow nodes publish too, but only for pods whose annotations give them usage (see
+    // `hollow_usage`): a fleet of idle hollow nodes sends nothing.
+    extras.push(tokio::spawn(crate::telemetry::publish_metrics(
+        ctx.clone(),
+        nats.clone(),
+        informers.get::<Pod>(),
+        ctx.config.metrics_period.max(MIN_METRICS_PERIOD),
+    )));
     let pods = tokio::spawn(manage_pods(ctx.clone(), informers));
     shutdown.await;
     heartbeat.abort();

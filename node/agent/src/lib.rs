@@ -28,6 +28,8 @@
 //! - [`scrape`]: pods' own Prometheus endpoints (`prometheus.io/scrape`), read from the
 //!   node's network and published with the pod's usage sample.
 //! - [`traces`]: the spans of a pod's start and the node's Prometheus metrics.
+//! - [`hollow_usage`]: the usage a hollow node reports for a pod, set by the pod's
+//!   annotations (scale tests of the autoscalers).
 //! - [`backend`]: the runtime seam (Linux or hollow). [`machine`]: this machine's facts.
 //! - [`hostnet`]: the network namespace holding the node's network (commands, sockets and
 //!   link checks inside it); [`netsetup`]: forwarding and the Service route in it.
@@ -38,6 +40,7 @@ pub mod backend;
 pub mod config;
 pub mod events;
 pub mod exec_session;
+pub mod hollow_usage;
 pub mod hooks;
 pub mod hostnet;
 pub mod inspect;

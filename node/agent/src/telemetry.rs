@@ -205,7 +205,13 @@ pub async fn publish_metrics(
             timestamp: chrono::Utc::now(),
             ..Default::default()
         };
+        let hollow = ctx.backend.is_hollow();
+        let mut published = false;
         for pod in pods.by_index(INDEX_NODE, &node) {
+            if hollow && !crate::hollow_usage::annotated(&pod) {
+                continue;
+            }
+            published = true;
             let uid = pod.metadata.uid.clone();
             let stats = {
                 let uid = uid.clone();
@@ -239,6 +245,9 @@ pub async fn publish_metrics(
                     });
                 }
             }
+            if hollow {
+                crate::hollow_usage::apply(&pod, &mut sample);
+            }
             sample.app = scrape_app_metrics(&ctx, &pod, period).await;
             node_total.cpu_millicores += sample.cpu_millicores;
             node_total.memory_working_set_bytes += sample.memory_working_set_bytes;
@@ -246,6 +255,9 @@ pub async fn publish_metrics(
                 let subject = subjects::metrics(&node, &sample.namespace, &sample.pod);
                 let _ = nats.publish(subject, body.into()).await;
             }
+        }
+        if hollow && !published {
+            continue;
         }
         if let Ok(body) = codec::to_msgpack(&node_total) {
             let _ = nats

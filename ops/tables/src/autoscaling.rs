@@ -1,7 +1,7 @@
 //! The HorizontalPodAutoscaler row, and its metrics as kubectl words them (`describe hpa`
 //! shows the same current and target values).
 
-use bus_schemas::kinds::HorizontalPodAutoscaler;
+use bus_schemas::kinds::{HorizontalPodAutoscaler, VerticalPodAutoscaler};
 use bus_schemas::Time;
 use serde_json::Value;
 
@@ -147,4 +147,50 @@ pub fn targets(hpa: &Value) -> String {
         pairs.push(format!("+ {} more...", specs.len() - 2));
     }
     pairs.join(", ")
+}
+
+/// The columns the upstream VerticalPodAutoscaler CRD prints: the first container's target,
+/// and whether a recommendation is there at all.
+impl Row for VerticalPodAutoscaler {
+    const COLUMNS: &'static [Column] = &[
+        Column::normal("Name"),
+        Column::normal("Mode"),
+        Column::normal("CPU"),
+        Column::normal("Mem"),
+        Column::normal("Provided"),
+        Column::normal("Age"),
+    ];
+
+    fn cells(&self, now: Time) -> Vec<Cell> {
+        let first = self
+            .status
+            .recommendation
+            .as_ref()
+            .and_then(|r| r.container_recommendations.first());
+        let target = |resource: &str| {
+            first
+                .and_then(|r| r.target.get(resource))
+                .map(|q| q.to_string())
+                .unwrap_or_default()
+        };
+        let provided = bus_schemas::meta::find_condition(
+            &self.status.conditions,
+            bus_schemas::kinds::vpa::RECOMMENDATION_PROVIDED,
+        )
+        .map(|c| c.status.clone())
+        .unwrap_or_default();
+        vec![
+            self.metadata.name.as_str().into(),
+            self.spec
+                .update_policy
+                .as_ref()
+                .and_then(|p| p.update_mode.clone())
+                .unwrap_or_default()
+                .into(),
+            target("cpu").into(),
+            target("memory").into(),
+            provided.into(),
+            age(self.metadata.creation_timestamp, now).into(),
+        ]
+    }
 }

@@ -12,7 +12,7 @@
 //! - `stateful`: StatefulSet and ControllerRevision rows.
 //! - `network`: Service and Endpoints rows.
 //! - `cluster`: Namespace, Node, Lease, PriorityClass and Event rows.
-//! - `autoscaling`: the HorizontalPodAutoscaler row, and its metrics as kubectl words them
+//! - `autoscaling`: the HorizontalPodAutoscaler and VerticalPodAutoscaler rows, and HPA metrics as kubectl words them
 //!   (`cpu: 73%/60%`), which `shoal describe hpa` reads too.
 //! - `config`: ConfigMap and Secret rows.
 //! - `storage`: PersistentVolume, PersistentVolumeClaim and StorageClass rows.
