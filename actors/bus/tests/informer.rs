@@ -7,33 +7,12 @@ mod common;
 use std::time::Duration;
 
 use bus_schemas::kinds::Pod;
-use bus_schemas::{codec, subjects};
-use common::setup;
+use bus_schemas::subjects;
+use common::{put_pod as put, setup};
 use shoal_bus::informer::INDEX_NODE;
-use shoal_bus::store::{EventType, WriteMeta};
+use shoal_bus::store::EventType;
 use shoal_bus::{InformerFactory, Store};
 use tokio::sync::broadcast::error::RecvError;
-
-async fn put(store: &Store, name: &str, node: &str, event: EventType) -> u64 {
-    let subject = subjects::object("pod", "default", name);
-    let last = store
-        .get_raw(&subject)
-        .await
-        .unwrap()
-        .map(|r| r.revision)
-        .unwrap_or(0);
-    let mut pod = Pod::default();
-    pod.metadata.namespace = "default".into();
-    pod.metadata.name = name.into();
-    pod.metadata.uid = format!("uid-{name}");
-    pod.spec.node_name = node.into();
-    let body = codec::to_msgpack(&pod).unwrap();
-    store
-        .write(&subject, event, body, last, &WriteMeta::default())
-        .await
-        .expect("write")
-        .revision
-}
 
 #[tokio::test]
 async fn a_keyed_subscriber_hears_only_its_own_objects_including_departures() {

@@ -9,29 +9,13 @@ use std::time::Duration;
 use bus_schemas::inspect::CacheSummary;
 use bus_schemas::kinds::Pod;
 use bus_schemas::roles::Role;
-use bus_schemas::{codec, subjects};
 use common::setup;
 use shoal_bus::natsd::Natsd;
-use shoal_bus::store::{EventType, WriteMeta};
+use shoal_bus::store::EventType;
 use shoal_bus::{InformerFactory, Store};
 
 async fn put(store: &Store, name: &str, event: EventType) -> u64 {
-    let subject = subjects::object("pod", "default", name);
-    let last = store
-        .get_raw(&subject)
-        .await
-        .unwrap()
-        .map(|r| r.revision)
-        .unwrap_or(0);
-    let mut pod = Pod::default();
-    pod.metadata.namespace = "default".into();
-    pod.metadata.name = name.into();
-    let body = codec::to_msgpack(&pod).unwrap();
-    store
-        .write(&subject, event, body, last, &WriteMeta::default())
-        .await
-        .expect("write")
-        .revision
+    common::put_pod(store, name, "", event).await
 }
 
 async fn as_role(natsd: &Natsd, role: &Role) -> async_nats::Client {
