@@ -6,13 +6,13 @@ mod common;
 
 use common::Env;
 
-#[actix::test]
-async fn python_kubernetes_client_lists_watches_creates_patches_deletes() {
-    let env = Env::start().await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/client.py");
+/// Runs one of `tests/python/` with `args`, as the user owning the test's home, and expects it to
+/// succeed and print `ok:`.
+async fn run_python(env: &Env, script: &str, args: &[&dyn AsRef<std::ffi::OsStr>]) {
+    let path = format!("{}/tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = tokio::process::Command::new("python3")
-        .arg(script)
-        .arg(&env.kubeconfig)
+        .arg(path)
+        .args(args.iter().map(|a| a.as_ref()))
         .env("HOME", env.dir.path())
         .kill_on_drop(true)
         .output()
@@ -22,9 +22,15 @@ async fn python_kubernetes_client_lists_watches_creates_patches_deletes() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "the Python client failed (is `kubernetes` installed? ops/scripts/setup.sh installs it):\n{stdout}\n{stderr}"
+        "{script} failed (is `kubernetes` installed? ops/scripts/setup.sh installs it):\n{stdout}\n{stderr}"
     );
     assert!(stdout.contains("ok:"), "{stdout}");
+}
+
+#[actix::test]
+async fn python_kubernetes_client_lists_watches_creates_patches_deletes() {
+    let env = Env::start().await;
+    run_python(&env, "client.py", &[&env.kubeconfig]).await;
 }
 
 /// Issue 14: a watch from below the log's compaction revision gets 410 Expired through the
@@ -94,40 +100,14 @@ async fn python_client_relists_after_its_watch_revision_was_compacted() {
     }
     as_api.purge_through(&subject, tombstone).await.unwrap();
 
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/relist.py");
-    let out = tokio::process::Command::new("python3")
-        .arg(script)
-        .arg(&env.kubeconfig)
-        .arg(old.to_string())
-        .env("HOME", env.dir.path())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("running python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("ok:"), "{stdout}");
+    run_python(&env, "relist.py", &[&env.kubeconfig, &old.to_string()]).await;
 }
 
 #[actix::test]
 async fn python_kubernetes_client_with_a_viewer_token() {
     let env = Env::start().await;
     let viewer = env.kubeconfig_for("pyviewer", &bus_schemas::roles::Role::Viewer);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/auth.py");
-    let out = tokio::process::Command::new("python3")
-        .arg(script)
-        .arg(&viewer)
-        .arg("pyviewer")
-        .env("HOME", env.dir.path())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("running python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("ok:"), "{stdout}");
+    run_python(&env, "auth.py", &[&viewer, &"pyviewer"]).await;
     let missing = env.fails(&["get", "pod", "py-denied"]).await;
     assert!(
         missing.contains("not found"),
