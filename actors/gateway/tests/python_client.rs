@@ -6,8 +6,8 @@ mod common;
 
 use common::Env;
 
-/// Runs one of `tests/python/` with `args`, as the user owning the test's home, and expects it to
-/// succeed and print `ok:`.
+/// Runs one of `tests/python/` with `args` and `HOME` in the test's directory (kubectl's and the
+/// client's caches stay there), and expects it to succeed and print `ok:`.
 async fn run_python(env: &Env, script: &str, args: &[&dyn AsRef<std::ffi::OsStr>]) {
     let path = format!("{}/tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = tokio::process::Command::new("python3")
