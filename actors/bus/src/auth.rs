@@ -43,6 +43,16 @@ pub enum AuthError {
     Role(#[from] roles::RoleError),
 }
 
+/// The identity `name` if it was issued and not revoked: the only ones that may be given a
+/// token or be revoked.
+fn live_mut<'a>(registry: &'a mut Registry, name: &str) -> Result<&'a mut Identity, AuthError> {
+    registry
+        .identities
+        .get_mut(name)
+        .filter(|i| i.revoked.is_none())
+        .ok_or_else(|| AuthError::NotFound(name.to_string()))
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> AuthError + '_ {
     move |source| AuthError::Io {
         path: path.to_path_buf(),
@@ -236,11 +246,7 @@ impl AuthDir {
     /// credential file is deleted. A running server needs a reload to act on it.
     pub fn revoke(&self, name: &str) -> Result<Identity, AuthError> {
         let mut registry = self.load()?;
-        let identity = registry
-            .identities
-            .get_mut(name)
-            .filter(|i| i.revoked.is_none())
-            .ok_or_else(|| AuthError::NotFound(name.to_string()))?;
+        let identity = live_mut(&mut registry, name)?;
         identity.revoked = Some(chrono::Utc::now());
         let revoked = identity.clone();
         self.save(&registry)?;
@@ -257,11 +263,7 @@ impl AuthDir {
     /// token is returned once, for the caller to put in a kubeconfig.
     pub fn issue_token(&self, name: &str) -> Result<String, AuthError> {
         let mut registry = self.load()?;
-        let identity = registry
-            .identities
-            .get_mut(name)
-            .filter(|i| i.revoked.is_none())
-            .ok_or_else(|| AuthError::NotFound(name.to_string()))?;
+        let identity = live_mut(&mut registry, name)?;
         let token = new_token();
         identity.token_sha256 = Some(token_digest(&token));
         self.save(&registry)?;
