@@ -17,14 +17,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use async_nats::jetstream::{self, consumer::pull, stream};
 use bus_schemas::kinds::{Deployment, HorizontalPodAutoscaler, Pod};
-use bus_schemas::meta::find_condition;
 use bus_schemas::roles::Role;
 use clap::Args;
 use futures::StreamExt;
 
 use crate::autoscaler_process::ActorProcess;
 use crate::common::describe;
-use crate::objects::{decode, deployment, wait_until};
+use crate::objects::{active_hpa, decode, deployment, wait_until};
 use crate::real_node::{with_real_node_on_bus, NodeOptions};
 
 const NAMESPACE: &str = "hpa-bench";
@@ -185,14 +184,7 @@ pub fn run(args: FromZeroArgs) -> Result<()> {
         wait_until(
             "the HPA reading a lag of 0",
             Duration::from_secs(60),
-            || async {
-                api.get::<HorizontalPodAutoscaler>(NAMESPACE, NAME)
-                    .await
-                    .is_ok_and(|h| {
-                        find_condition(&h.status.conditions, "ScalingActive")
-                            .is_some_and(|c| c.is_true())
-                    })
-            },
+            || async { active_hpa(&api, NAMESPACE, NAME).await.is_some() },
         )
         .await?;
 

@@ -134,6 +134,21 @@ pub async fn delete_workload(api: &ApiClient, namespace: &str, name: &str) -> Re
     .await
 }
 
+/// The HPA, once it says ScalingActive (it reads its metrics); None before, or if unreadable.
+pub async fn active_hpa(
+    api: &ApiClient,
+    namespace: &str,
+    name: &str,
+) -> Option<HorizontalPodAutoscaler> {
+    api.get::<HorizontalPodAutoscaler>(namespace, name)
+        .await
+        .ok()
+        .filter(|h| {
+            bus_schemas::meta::find_condition(&h.status.conditions, "ScalingActive")
+                .is_some_and(|c| c.is_true())
+        })
+}
+
 pub async fn ready_replicas(api: &ApiClient, namespace: &str, name: &str) -> i32 {
     api.get::<Deployment>(namespace, name)
         .await

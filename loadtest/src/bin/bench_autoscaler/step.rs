@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use bus_schemas::api::PodMetrics;
-use bus_schemas::kinds::HorizontalPodAutoscaler;
-use bus_schemas::meta::find_condition;
 use bus_schemas::roles::Role;
 use bus_schemas::subjects;
 use clap::Args;
@@ -24,7 +22,7 @@ use futures::StreamExt;
 
 use crate::autoscaler_process::ActorProcess;
 use crate::common::describe;
-use crate::objects::{cpu_hpa, decode, delete_workload, ready_replicas, wait_until};
+use crate::objects::{active_hpa, cpu_hpa, decode, delete_workload, ready_replicas, wait_until};
 use crate::real_node::{with_real_node_on_bus, NodeOptions, NODE_NAME};
 
 const NAMESPACE: &str = "hpa-bench";
@@ -208,13 +206,9 @@ async fn one_trial(
         "the HPA reading the idle pod",
         Duration::from_secs(60),
         || async {
-            api.get::<HorizontalPodAutoscaler>(NAMESPACE, name)
+            active_hpa(api, NAMESPACE, name)
                 .await
-                .is_ok_and(|h| {
-                    find_condition(&h.status.conditions, "ScalingActive")
-                        .is_some_and(|c| c.is_true())
-                        && !h.status.current_metrics.is_empty()
-                })
+                .is_some_and(|h| !h.status.current_metrics.is_empty())
         },
     )
     .await?;
