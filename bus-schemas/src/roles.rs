@@ -137,7 +137,12 @@ impl Role {
         let common = strings(&["$JS.API.INFO", "$JS.API.STREAM.INFO.SHOAL_TRACES"]);
         match self {
             Role::Api => {
-                p.publish_allow = strings(&[subjects::OBJECTS_ALL, "$JS.API.>", TRACES]);
+                p.publish_allow = strings(&[
+                    subjects::OBJECTS_ALL,
+                    "$JS.API.>",
+                    TRACES,
+                    subjects::BENCH_ALL,
+                ]);
                 p.subscribe_allow
                     .extend(strings(&[subjects::API_ALL, subjects::NODE_ALL]));
                 p.allow_responses = true;

@@ -40,6 +40,10 @@ pub const CLUSTER_SCOPE_TOKEN: &str = "_";
 /// Sets the controllers' clock when `shoal up` runs with `SHOAL_TEST_CLOCK=bus` (tests only):
 /// request payload an RFC 3339 time, reply `ok`.
 pub const TEST_CLOCK: &str = "shoal.v1.test.clock";
+/// The chaos suite's JetStream write baseline (R3 against R1) publishes here, into streams of
+/// its own that it makes and drops; no actor reads it. Only the API identity, which may
+/// manage streams anyway, may publish.
+pub const BENCH_ALL: &str = "shoal.v1.bench.>";
 /// Every process hosting informer caches answers a request here with
 /// [`crate::inspect::ProcessCaches`]: one request, as many replies as processes (gather them
 /// until a quiet period).

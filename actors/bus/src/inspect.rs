@@ -42,10 +42,13 @@ pub async fn serve_caches(nats: async_nats::Client, factory: InformerFactory, pr
     }
 }
 
-/// Asks every process for its caches and gathers the answers that arrive until `quiet`
-/// passes with none (or `limit` in all). Undecodable answers are skipped.
+/// Asks every process for its caches and gathers the answers. Until `expected` processes
+/// have answered it waits up to `limit` in all: a process busy under load may answer late,
+/// and a quiet gap alone would miss it. After that it stops once `quiet` passes with no
+/// further answer. Undecodable answers are skipped.
 pub async fn gather_caches(
     nats: &async_nats::Client,
+    expected: usize,
     quiet: Duration,
     limit: Duration,
 ) -> Result<Vec<ProcessCaches>, async_nats::Error> {
@@ -57,7 +60,12 @@ pub async fn gather_caches(
     let deadline = tokio::time::Instant::now() + limit;
     let mut answers = Vec::new();
     loop {
-        let wait = quiet.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let wait = if answers.len() < expected {
+            left
+        } else {
+            quiet.min(left)
+        };
         match tokio::time::timeout(wait, replies.next()).await {
             Ok(Some(msg)) => {
                 if let Ok(answer) = codec::from_msgpack::<ProcessCaches>(&msg.payload) {

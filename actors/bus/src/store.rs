@@ -526,6 +526,20 @@ fn map_publish_err(
     subject: &str,
     expected: u64,
 ) -> StoreError {
+    // nats-server 2.11 and later also refuse an expected-sequence mismatch with a code of its
+    // own (10164, "wrong last sequence" without the numbers) that async-nats reports as Other;
+    // both are a lost CAS race, not an outage.
+    let wrong_last_constant = std::error::Error::source(&e)
+        .and_then(|source| source.downcast_ref::<jetstream::Error>())
+        .is_some_and(|api| {
+            api.error_code() == jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT
+        });
+    if wrong_last_constant {
+        return StoreError::Conflict {
+            subject: subject.to_string(),
+            expected,
+        };
+    }
     match e.kind() {
         PublishErrorKind::WrongLastSequence => StoreError::Conflict {
             subject: subject.to_string(),
@@ -561,5 +575,43 @@ pub(crate) fn raw_from_stored(
         request_id,
         traceparent,
         stored_at: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_nats::jetstream::context::PublishError;
+
+    fn refusal(err_code: u64) -> PublishError {
+        let api: jetstream::Error = serde_json::from_value(serde_json::json!({
+            "code": 400,
+            "err_code": err_code,
+            "description": "wrong last sequence",
+        }))
+        .unwrap();
+        let kind = if err_code == 10071 {
+            PublishErrorKind::WrongLastSequence
+        } else {
+            PublishErrorKind::Other
+        };
+        PublishError::with_source(kind, api)
+    }
+
+    #[test]
+    fn both_wrong_last_sequence_codes_are_a_lost_race() {
+        for code in [10071, 10164] {
+            assert!(
+                matches!(
+                    map_publish_err(refusal(code), "s", 7),
+                    StoreError::Conflict { expected: 7, .. }
+                ),
+                "code {code}"
+            );
+        }
+        assert!(!matches!(
+            map_publish_err(refusal(10077), "s", 7),
+            StoreError::Conflict { .. }
+        ));
     }
 }

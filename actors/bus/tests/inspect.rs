@@ -28,6 +28,7 @@ async fn as_role(natsd: &Natsd, role: &Role) -> async_nats::Client {
 async fn pod_summary(admin: &async_nats::Client) -> Option<CacheSummary> {
     let answers = shoal_bus::inspect::gather_caches(
         admin,
+        0,
         Duration::from_millis(300),
         Duration::from_secs(5),
     )
@@ -101,6 +102,7 @@ async fn a_process_summarises_its_caches_as_a_list_of_the_same_objects_would() {
     let viewer = as_role(&natsd, &Role::Viewer).await;
     let refused = shoal_bus::inspect::gather_caches(
         &viewer,
+        0,
         Duration::from_millis(300),
         Duration::from_secs(2),
     )

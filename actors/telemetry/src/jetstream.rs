@@ -130,10 +130,16 @@ impl JetStreamExporter {
         Some(
             self.js
                 .get_or_try_init(|| async {
+                    // A cluster's URL is a comma-separated list of its servers.
+                    let servers: Vec<&str> = url
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|u| !u.is_empty())
+                        .collect();
                     let nats = connect_with(async_nats::ConnectOptions::new())
                         .name("shoal-traces")
                         .max_reconnects(None)
-                        .connect(url)
+                        .connect(servers)
                         .await
                         .map_err(|e| format!("connecting to {url}: {e}"))?;
                     let js = jetstream::new(nats);

@@ -161,8 +161,9 @@ pub async fn caches(api: &ApiClient, nats: &async_nats::Client, expected: usize)
 async fn caches_once(api: &ApiClient, nats: &async_nats::Client, expected: usize) -> Vec<String> {
     let processes = match shoal_bus::inspect::gather_caches(
         nats,
+        expected,
         Duration::from_millis(500),
-        Duration::from_secs(5),
+        Duration::from_secs(10),
     )
     .await
     {

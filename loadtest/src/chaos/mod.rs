@@ -84,7 +84,13 @@ pub fn run(args: ChaosArgs) -> Result<()> {
     if report.findings.is_empty() {
         Ok(())
     } else {
-        bail!("{} violation(s) found", report.findings.len())
+        // The processes' logs explain a violation: they outlive the run then.
+        let kept = dir.keep();
+        bail!(
+            "{} violation(s) found; the processes' logs are in {}",
+            report.findings.len(),
+            kept.display()
+        )
     }
 }
 

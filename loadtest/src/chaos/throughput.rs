@@ -3,8 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use async_nats::jetstream::{self, stream};
+use bus_schemas::subjects;
 use futures::StreamExt;
 
 pub struct Figures {
@@ -15,11 +16,19 @@ pub struct Figures {
 
 const IN_FLIGHT: usize = 32;
 
+/// The subjects of the baseline's stream with `replicas`.
+fn bench_subject(replicas: usize, token: &str) -> String {
+    let bench = subjects::BENCH_ALL.trim_end_matches('>');
+    format!("{bench}r{replicas}.{token}")
+}
+
+/// Acknowledged publishes per second to a fresh stream with `replicas`, made and dropped
+/// by `js` (as the API: only it may manage streams and write the bench subjects).
 async fn rate(js: &jetstream::Context, replicas: usize, writes: usize) -> Result<f64> {
     let name = format!("CHAOS_BENCH_R{replicas}");
     js.get_or_create_stream(stream::Config {
         name: name.clone(),
-        subjects: vec![format!("chaos.bench.r{replicas}.>")],
+        subjects: vec![bench_subject(replicas, "*")],
         storage: stream::StorageType::File,
         num_replicas: replicas,
         ..Default::default()
@@ -31,7 +40,7 @@ async fn rate(js: &jetstream::Context, replicas: usize, writes: usize) -> Result
         .map(|i| {
             let js = js.clone();
             async move {
-                let subject = format!("chaos.bench.r{replicas}.{}", i % 64);
+                let subject = bench_subject(replicas, &format!("w{}", i % 64));
                 let ack = js.publish(subject, vec![0u8; 256].into()).await.ok()?;
                 tokio::time::timeout(Duration::from_secs(10), ack)
                     .await
@@ -43,9 +52,15 @@ async fn rate(js: &jetstream::Context, replicas: usize, writes: usize) -> Result
         .filter(|a| std::future::ready(a.is_some()))
         .count()
         .await;
-    let rate = acked as f64 / start.elapsed().as_secs_f64();
+    let elapsed = start.elapsed();
     let _ = js.delete_stream(&name).await;
-    Ok(rate)
+    if acked < writes {
+        bail!(
+            "only {acked} of {writes} writes to {name} were acknowledged: the baseline means nothing (may the API identity publish on {}?)",
+            bench_subject(replicas, "*")
+        );
+    }
+    Ok(acked as f64 / elapsed.as_secs_f64())
 }
 
 pub async fn measure(nats: &async_nats::Client, writes: usize) -> Result<Figures> {

@@ -224,8 +224,12 @@ impl AgentCtx {
         }
     }
 
-    /// Tells the API the pod's containers are gone, so it can be removed.
-    pub async fn confirm_deleted(&self, pod: &Pod) {
+    /// Tells the API the pod's containers are gone, so it can be removed. Returns whether
+    /// there is nothing left to retry: it landed, the pod is gone, or its name now holds
+    /// another pod (the uid precondition failed). A failure to reach the API (a server
+    /// restarting, a partition) is retried by the caller: nothing else would ever remove
+    /// the pod, which would stay terminating for good.
+    pub async fn confirm_deleted(&self, pod: &Pod) -> bool {
         let options = DeleteOptions {
             namespace: pod.metadata.namespace.clone(),
             name: pod.metadata.name.clone(),
@@ -236,11 +240,14 @@ impl AgentCtx {
             ..Default::default()
         };
         let Ok(body) = codec::to_msgpack(&options) else {
-            return;
+            return true;
         };
-        if let Err(e) = self.report(NodeReport::PodDelete, body).await {
-            if !e.starts_with("404") {
-                tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod deletion not confirmed");
+        match self.report(NodeReport::PodDelete, body).await {
+            Ok(_) => true,
+            Err(e) if e.starts_with("404") || e.starts_with("409") => true,
+            Err(e) => {
+                tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod deletion not confirmed; will retry");
+                false
             }
         }
     }

@@ -157,7 +157,7 @@ impl Worker {
                     .max(0);
                 self.teardown(Some(&pod), Duration::from_secs(grace as u64))
                     .await;
-                self.ctx.confirm_deleted(&pod).await;
+                self.confirm_deleted(&pod, &mut pod_rx).await;
                 return;
             }
             let span = if self.startup_over {
@@ -181,6 +181,23 @@ impl Worker {
                 },
                 _ = tokio::time::sleep(wait) => {}
             }
+        }
+    }
+
+    /// Confirms the deletion until it lands, backing off, or until the pod leaves this
+    /// node's cache (removed by someone else) or the agent stops.
+    async fn confirm_deleted(&self, pod: &Pod, pod_rx: &mut watch::Receiver<Option<Arc<Pod>>>) {
+        let mut backoff = Duration::from_millis(200);
+        while !self.ctx.confirm_deleted(pod).await {
+            tokio::select! {
+                changed = pod_rx.changed() => {
+                    if changed.is_err() || pod_rx.borrow_and_update().is_none() {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
         }
     }
 

@@ -179,12 +179,27 @@ fn shoal(creds: &Path, url: &str, otlp: &str, args: &[&str]) -> (i32, String, St
     )
 }
 
-fn wait(what: &str, mut ok: impl FnMut() -> bool) {
+fn wait(what: &str, ok: impl FnMut() -> bool) {
+    assert!(wait_until(ok), "timed out waiting for {what}");
+}
+
+/// Whether `ok` held within the deadline.
+fn wait_until(mut ok: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while !ok() {
-        assert!(start.elapsed() < T, "timed out waiting for {what}");
+        if start.elapsed() > T {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
+    true
+}
+
+/// The last lines a process wrote to its log in `dir`, to explain a timeout.
+fn log_tail(dir: &Path, process: &str) -> String {
+    let log = std::fs::read_to_string(dir.join(format!("{process}.log"))).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 fn scrape(addr: &str) -> String {
@@ -351,7 +366,7 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
             .arg(dir.path().join(data))
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join(format!("{data}.log"))).unwrap())
             .tied_to_this_thread()
             .spawn()
             .unwrap()
@@ -431,12 +446,20 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("deployment/traced created"), "{out}");
-    wait("the pod Ready", || {
+    let ready = wait_until(|| {
         let (_, out, _) = shoal(&creds, &url, &otlp, &["get", "deploy", "traced"]);
         out.lines()
             .nth(1)
             .is_some_and(|l| l.split_whitespace().nth(1) == Some("1/1"))
     });
+    if !ready {
+        let (_, pods, _) = shoal(&creds, &url, &otlp, &["describe", "pods"]);
+        let logs: String = ["api", "controllers", "scheduler", "node"]
+            .iter()
+            .map(|p| format!("--- {p}.log\n{}", log_tail(dir.path(), p)))
+            .collect();
+        panic!("timed out waiting for the pod Ready\n{pods}\n{logs}");
+    }
 
     // The collector's view: the trace rooted at `shoal apply`.
     let mut trace_id = String::new();
