@@ -90,6 +90,44 @@ pub struct ObjectList<T> {
     pub items: Vec<T>,
 }
 
+/// The msgpack of an [`ObjectList`] whose items are already encoded (each with
+/// [`crate::codec::to_msgpack`]): the same bytes `to_msgpack(&ObjectList { items, .. })`
+/// gives, without encoding the items a second time. A list page is sized item by item, so
+/// every item is encoded once for its size anyway.
+pub fn encode_list_of_encoded(
+    api_version: &str,
+    kind: &str,
+    metadata: &ListMeta,
+    items: &[Vec<u8>],
+) -> Result<Vec<u8>, crate::codec::CodecError> {
+    let envelope = ObjectList::<()> {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        metadata: metadata.clone(),
+        items: Vec::new(),
+    };
+    let mut out = crate::codec::to_msgpack(&envelope)?;
+    // `items` is the last field, so the envelope ends with its empty array (0x90); the
+    // array's real header and the items take its place.
+    debug_assert_eq!(out.last(), Some(&0x90));
+    out.pop();
+    let n = items.len();
+    if n < 16 {
+        out.push(0x90 | n as u8);
+    } else if let Ok(n) = u16::try_from(n) {
+        out.push(0xdc);
+        out.extend_from_slice(&n.to_be_bytes());
+    } else {
+        out.push(0xdd);
+        out.extend_from_slice(&(n as u32).to_be_bytes());
+    }
+    out.reserve(items.iter().map(Vec::len).sum());
+    for item in items {
+        out.extend_from_slice(item);
+    }
+    Ok(out)
+}
+
 /// A JSON merge patch (RFC 7386) to one object.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -348,6 +386,31 @@ pub struct ScaleStatus {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_list_of_encoded_items_is_the_list_encoded_whole() {
+        use crate::codec::to_msgpack;
+        for n in [0usize, 1, 15, 16, 300, 70_000] {
+            let items: Vec<BTreeMap<String, String>> = (0..n)
+                .map(|i| BTreeMap::from([("name".to_string(), format!("p{i}"))]))
+                .collect();
+            let metadata = super::ListMeta {
+                resource_version: "42".into(),
+                continue_token: if n > 1 { "ns/p1".into() } else { String::new() },
+            };
+            let whole = to_msgpack(&super::ObjectList {
+                api_version: "v1".into(),
+                kind: "PodList".into(),
+                metadata: metadata.clone(),
+                items: items.clone(),
+            })
+            .unwrap();
+            let encoded: Vec<Vec<u8>> = items.iter().map(|i| to_msgpack(i).unwrap()).collect();
+            let assembled =
+                super::encode_list_of_encoded("v1", "PodList", &metadata, &encoded).unwrap();
+            assert_eq!(assembled, whole, "{n} items");
+        }
+    }
+
     use super::*;
     use crate::codec;
 

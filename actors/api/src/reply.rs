@@ -22,6 +22,14 @@ impl Reply {
         })
     }
 
+    /// A reply whose msgpack body is already encoded.
+    pub fn raw(payload: Vec<u8>) -> Reply {
+        Reply {
+            headers: HeaderMap::new(),
+            payload: Bytes::from(payload),
+        }
+    }
+
     pub fn with_header(mut self, name: &'static str, value: &str) -> Reply {
         self.headers.insert(name, value);
         self

@@ -602,6 +602,30 @@ async fn ten_thousand_pods_list_correctly_by_selector() {
         .unwrap();
     assert_eq!(paged.items.len(), 100);
     assert!(!paged.metadata.continue_token.is_empty());
+    // Read page by page, every pod comes exactly once and in (namespace, name) order, with
+    // or without a selector, whatever the page size.
+    for (selector, limit, expected) in [("", 700, total), ("app=even", 333, total / 2)] {
+        let mut names = Vec::new();
+        let mut options = ListOptions {
+            label_selector: selector.into(),
+            limit,
+            ..Default::default()
+        };
+        loop {
+            let page = api.list_page::<Pod>(&options).await.unwrap();
+            assert!(page.items.len() <= limit as usize);
+            names.extend(page.items.into_iter().map(|p| p.metadata.name));
+            if page.metadata.continue_token.is_empty() {
+                break;
+            }
+            options.continue_token = page.metadata.continue_token;
+        }
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names.len(), expected, "{selector:?} in pages of {limit}");
+        assert_eq!(names, sorted, "{selector:?}: in order, none twice");
+    }
     let by_field = api
         .list::<Pod>(&ListOptions {
             field_selector: "metadata.name=p-00042".into(),

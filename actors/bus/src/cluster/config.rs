@@ -8,6 +8,11 @@ use std::fmt::Write;
 /// different names are refused by nats-server.
 pub const CLUSTER_NAME: &str = "shoal";
 
+/// How often a server pings its routes.
+pub const ROUTE_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// Unanswered route pings before the route is closed and redialled.
+pub const ROUTE_PING_MAX: u32 = 3;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterConfig {
     pub name: String,
@@ -90,6 +95,15 @@ impl ClusterConfig {
         let mut block = String::from("cluster {\n");
         let _ = writeln!(block, "  name: \"{}\"", self.name);
         let _ = writeln!(block, "  listen: \"{}\"", self.listen);
+        // A route whose link went silent is closed after three missed pings (3 s) and then
+        // redialled every second, so a healed partition rejoins within about a second.
+        // Left to TCP, the route would wait for a retransmission whose backoff had grown to
+        // several seconds during the cut (nats-server's own route ping is two minutes).
+        let _ = writeln!(
+            block,
+            "  ping_interval: \"{}s\"\n  ping_max: {ROUTE_PING_MAX}",
+            ROUTE_PING_INTERVAL.as_secs()
+        );
         if !self.routes.is_empty() {
             block.push_str("  routes: [\n");
             for route in &self.routes {
