@@ -47,26 +47,38 @@ impl ApiServer {
             .wait_synced()
             .await
             .map_err(|e| Status::new(bus_schemas::Reason::ServiceUnavailable, e.to_string()))?;
-        let filter = subjects::objects_of(&K::INFO.token(), None);
-        let newest = self
-            .store
-            .last_revision_of(&filter)
-            .await
-            .map_err(|e| Status::new(bus_schemas::Reason::ServiceUnavailable, e.to_string()))?;
+        // The first page is consistent: the cache first reaches the log's newest revision
+        // of the kind, so a client lists what it just wrote. A later page continues that
+        // list, which Kubernetes serves at the first page's revision: its token carries that
+        // revision, and the cache (of whichever replica answers) need only have reached it.
+        // Asking the log again (a wildcard lookup over every subject of the kind) for each of
+        // kubectl's pages of 500 would only slow the list down.
+        let resumed = ContinueToken::parse(&options.continue_token)?;
+        let wanted = match &resumed {
+            Some(token) => token.revision,
+            None => {
+                let filter = subjects::objects_of(&K::INFO.token(), None);
+                self.store.last_revision_of(&filter).await.map_err(|e| {
+                    Status::new(bus_schemas::Reason::ServiceUnavailable, e.to_string())
+                })?
+            }
+        };
         let caught_up = tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            informer.wait_for_revision(newest),
+            informer.wait_for_revision(wanted),
         )
         .await;
         if caught_up.is_err() {
             return Err(Status::new(
                 bus_schemas::Reason::Timeout,
                 format!(
-                    "cache of {} did not reach revision {newest} in time",
+                    "cache of {} did not reach revision {wanted} in time",
                     K::INFO.plural
                 ),
             ));
         }
+        let revision = informer.revision();
+        let first_revision = resumed.as_ref().map_or(revision, |t| t.revision);
 
         let namespace = if K::INFO.namespaced && !options.namespace.is_empty() {
             Some(default_namespace::<K>(&options.namespace))
@@ -76,10 +88,9 @@ impl ApiServer {
         // Only what sorts after the continue key is a candidate, and only the `limit`
         // smallest candidates need sorting: a list read in pages of 500 must not sort the
         // whole kind for every page (kubectl reads 10,000 pods in 20 pages).
-        let after = options
-            .continue_token
-            .split_once('/')
-            .filter(|_| !options.continue_token.is_empty());
+        let after = resumed
+            .as_ref()
+            .map(|t| (t.namespace.as_str(), t.name.as_str()));
         let mut items: Vec<std::sync::Arc<K>> = informer
             .list(namespace.as_deref(), &labels)
             .into_iter()
@@ -118,8 +129,7 @@ impl ApiServer {
             let encoded = codec::to_msgpack(obj.as_ref())
                 .map_err(|e| Status::internal(format!("encoding the list: {e}")))?;
             if !page.is_empty() && used + encoded.len() > budget {
-                let last = &items[i - 1];
-                continue_token = format!("{}/{}", last.meta().namespace, last.meta().name);
+                continue_token = ContinueToken::after(first_revision, items[i - 1].meta());
                 break;
             }
             used += encoded.len();
@@ -127,11 +137,11 @@ impl ApiServer {
         }
         if continue_token.is_empty() && more_after_limit {
             if let Some(last) = items.last() {
-                continue_token = format!("{}/{}", last.meta().namespace, last.meta().name);
+                continue_token = ContinueToken::after(first_revision, last.meta());
             }
         }
         let metadata = ListMeta {
-            resource_version: informer.revision().to_string(),
+            resource_version: revision.to_string(),
             continue_token,
         };
         let payload = bus_schemas::api::encode_list_of_encoded(
@@ -142,5 +152,72 @@ impl ApiServer {
         )
         .map_err(|e| Status::internal(format!("encoding the list: {e}")))?;
         Ok(Reply::raw(payload))
+    }
+}
+
+/// Where a paged list goes on: after `namespace/name`, in a list that began at `revision`.
+/// Opaque to clients (`<revision>:<namespace>/<name>`); a token without the revision, as
+/// replicas before it wrote, still continues (from revision 0).
+#[derive(Debug, PartialEq, Eq)]
+struct ContinueToken {
+    revision: u64,
+    namespace: String,
+    name: String,
+}
+
+impl ContinueToken {
+    fn after(revision: u64, last: &bus_schemas::ObjectMeta) -> String {
+        format!("{revision}:{}/{}", last.namespace, last.name)
+    }
+
+    fn parse(token: &str) -> Result<Option<ContinueToken>, Status> {
+        if token.is_empty() {
+            return Ok(None);
+        }
+        let (revision, key) = match token.split_once(':') {
+            Some((revision, key)) => (revision.parse::<u64>().ok(), key),
+            None => (Some(0), token),
+        };
+        match (revision, key.split_once('/')) {
+            (Some(revision), Some((namespace, name))) => Ok(Some(ContinueToken {
+                revision,
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            })),
+            _ => Err(Status::bad_request(format!(
+                "continue: {token:?} is not a continue token this API gave"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ContinueToken;
+
+    #[test]
+    fn continue_tokens_round_trip_and_bad_ones_are_refused() {
+        let mut meta = bus_schemas::ObjectMeta::default();
+        meta.namespace = "default".into();
+        meta.name = "web-1".into();
+        let token = ContinueToken::after(42, &meta);
+        assert_eq!(
+            ContinueToken::parse(&token).unwrap(),
+            Some(ContinueToken {
+                revision: 42,
+                namespace: "default".into(),
+                name: "web-1".into()
+            })
+        );
+        assert_eq!(
+            ContinueToken::parse("/node-a")
+                .unwrap()
+                .map(|t| (t.revision, t.name)),
+            Some((0, "node-a".to_string()))
+        );
+        assert_eq!(ContinueToken::parse("").unwrap(), None);
+        for bad in ["nonsense", "x:ns/name", "12:nokey"] {
+            assert!(ContinueToken::parse(bad).is_err(), "{bad}");
+        }
     }
 }
