@@ -400,6 +400,85 @@ fn job_rejects_restart_always() {
     assert_eq!(fields(&causes_of(manual)), ["spec.selector"]);
 }
 
+// Every target must be positive, every behavior field within Kubernetes' bounds, and the
+// metric type one Kubernetes knows; each cause names its field.
+#[test]
+fn hpa_targets_behavior_and_metric_types_name_their_fields() {
+    let h = from_json_value_strict::<HorizontalPodAutoscaler>(json!({
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 1,
+            "maxReplicas": 5,
+            "metrics": [
+                {"type": "Resource", "resource": {"name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 0}}},
+                {"type": "Pods", "pods": {"metric": {"name": "rps"},
+                    "target": {"type": "AverageValue", "averageValue": "-1"}}},
+                {"type": "External", "external": {"metric": {"name": "queue"},
+                    "target": {"type": "Value", "value": "0"}}},
+                {"type": "Magic"}
+            ],
+            "behavior": {
+                "scaleUp": {"selectPolicy": "Biggest", "stabilizationWindowSeconds": 7200,
+                    "policies": [{"type": "Bananas", "value": 0, "periodSeconds": 0}]}
+            }
+        }
+    }))
+    .expect("decodes: every field is known");
+    let causes = causes_of(h);
+    assert_cause(
+        &causes,
+        "spec.metrics[0].resource.target.averageUtilization",
+        "FieldValueInvalid",
+    );
+    assert_cause(
+        &causes,
+        "spec.metrics[1].pods.target.averageValue",
+        "FieldValueInvalid",
+    );
+    assert_cause(
+        &causes,
+        "spec.metrics[2].external.target.value",
+        "FieldValueInvalid",
+    );
+    assert_cause(&causes, "spec.metrics[3].type", "FieldValueNotSupported");
+    for (field, reason) in [
+        (
+            "spec.behavior.scaleUp.selectPolicy",
+            "FieldValueNotSupported",
+        ),
+        (
+            "spec.behavior.scaleUp.stabilizationWindowSeconds",
+            "FieldValueInvalid",
+        ),
+        (
+            "spec.behavior.scaleUp.policies[0].type",
+            "FieldValueNotSupported",
+        ),
+        (
+            "spec.behavior.scaleUp.policies[0].value",
+            "FieldValueInvalid",
+        ),
+        (
+            "spec.behavior.scaleUp.policies[0].periodSeconds",
+            "FieldValueInvalid",
+        ),
+    ] {
+        assert_cause(&causes, field, reason);
+    }
+    let positive = causes
+        .iter()
+        .find(|c| c.field == "spec.metrics[1].pods.target.averageValue")
+        .unwrap();
+    assert!(
+        positive.message.contains("must be positive"),
+        "{positive:?}"
+    );
+}
+
 #[test]
 fn hpa_bounds() {
     let mut h = hpa();

@@ -386,48 +386,74 @@ async fn the_python_hook_decides_and_a_silent_hook_falls_back() {
     })
     .await;
 
-    // A hook that answers too late: the same fallback, and scaling goes on. Served with an
-    // integration identity, as a user's hook is.
-    let slow = cluster
-        .connect_as(&Role::Integration, "sleepy-hook")
+    // Hooks that answer too late, answer garbage or ask for a negative count: the same
+    // fallback each time, scaling goes on, and the Event says what was wrong.
+    for (name, delay, reply, why) in [
+        (
+            "late",
+            Duration::from_secs(3),
+            r#"{"desiredReplicas": 9}"#,
+            "did not answer",
+        ),
+        (
+            "garbled",
+            Duration::ZERO,
+            "<html>oops</html>",
+            "not a HookReply",
+        ),
+        (
+            "negative",
+            Duration::ZERO,
+            r#"{"desiredReplicas": -3}"#,
+            "must be 0 or more",
+        ),
+    ] {
+        let hook = serve_fixed_hook(&cluster, name, delay, reply).await;
+        api.create(&deployment(name, 1)).await.unwrap();
+        let annotations = format!("autoscaling.shoal.io/hook: {name}");
+        api.create(&backlog_hpa(name, name, 1, &annotations))
+            .await
+            .unwrap();
+        wait_replicas(&api, &cluster.nats, name, 20.0, 2).await;
+        eventually(&format!("a HookFailed event for {name}"), WAIT, || async {
+            events_of(&api, name)
+                .await
+                .iter()
+                .any(|e| e.reason == "HookFailed" && e.message.contains(why))
+        })
+        .await;
+        hook.abort();
+    }
+}
+
+/// Serves hook `name` as a user's hook is served (an integration identity), answering every
+/// request with `reply` after `delay`.
+async fn serve_fixed_hook(
+    cluster: &LocalCluster,
+    name: &str,
+    delay: Duration,
+    reply: &'static str,
+) -> tokio::task::JoinHandle<()> {
+    let nats = cluster
+        .connect_as(&Role::Integration, &format!("{name}-hook"))
         .await
         .unwrap();
-    let mut sub = slow
-        .subscribe(subjects::autoscale_hook("sleepy"))
+    let mut sub = nats
+        .subscribe(subjects::autoscale_hook(name))
         .await
         .unwrap();
-    slow.flush().await.unwrap();
-    let sleeper = tokio::spawn(async move {
+    nats.flush().await.unwrap();
+    tokio::spawn(async move {
         while let Some(msg) = sub.next().await {
-            let nats = slow.clone();
+            let nats = nats.clone();
             tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(3)).await;
-                if let Some(reply) = msg.reply {
-                    let _ = nats
-                        .publish(reply, r#"{"desiredReplicas": 9}"#.into())
-                        .await;
+                tokio::time::sleep(delay).await;
+                if let Some(to) = msg.reply {
+                    let _ = nats.publish(to, reply.into()).await;
                 }
             });
         }
-    });
-    api.create(&deployment("late", 1)).await.unwrap();
-    api.create(&backlog_hpa(
-        "late",
-        "late",
-        1,
-        "autoscaling.shoal.io/hook: sleepy",
-    ))
-    .await
-    .unwrap();
-    wait_replicas(&api, &cluster.nats, "late", 20.0, 2).await;
-    eventually("a HookFailed event for the slow hook", WAIT, || async {
-        events_of(&api, "late")
-            .await
-            .iter()
-            .any(|e| e.reason == "HookFailed" && e.message.contains("did not answer"))
     })
-    .await;
-    sleeper.abort();
 }
 
 #[actix::test]

@@ -67,24 +67,52 @@ fn pod(name: &str, request_milli: i64) -> PodInfo {
     }
 }
 
+/// Usage keyed by (pod, resource, container): another resource than a whole pod's CPU.
+type UsageKey = (String, &'static str, Option<&'static str>);
+
 #[derive(Default)]
 struct Table {
+    /// Whole pods' CPU, in millicores.
     cpu: HashMap<String, i64>,
+    /// Memory, or one container's usage.
+    usage: HashMap<UsageKey, i64>,
+    /// A custom per-pod metric, by pod.
+    custom: HashMap<String, i64>,
+    object: Option<i64>,
     external: Option<i64>,
     now: Option<Time>,
 }
 
-impl MetricsView for Table {
-    fn pod_usage(&self, _: &str, pod: &str, resource: &str, _: Option<&str>) -> Option<Sample> {
-        (resource == "cpu").then_some(())?;
-        self.cpu.get(pod).map(|milli| Sample {
-            milli: *milli,
+impl Table {
+    fn sample(&self, milli: i64) -> Sample {
+        Sample {
+            milli,
             timestamp: self.now.unwrap_or(t0()),
             window: Duration::from_secs(1),
-        })
+        }
     }
-    fn pod_metric(&self, _: &str, _: &str, _: &MetricIdentifier) -> Option<Sample> {
-        None
+}
+
+impl MetricsView for Table {
+    fn pod_usage(
+        &self,
+        _: &str,
+        pod: &str,
+        resource: &str,
+        container: Option<&str>,
+    ) -> Option<Sample> {
+        let keyed = self
+            .usage
+            .iter()
+            .find(|((p, r, c), _)| p == pod && *r == resource && c.as_deref() == container);
+        if let Some((_, milli)) = keyed {
+            return Some(self.sample(*milli));
+        }
+        (resource == "cpu" && container.is_none()).then_some(())?;
+        self.cpu.get(pod).map(|milli| self.sample(*milli))
+    }
+    fn pod_metric(&self, _: &str, pod: &str, _: &MetricIdentifier) -> Option<Sample> {
+        self.custom.get(pod).map(|milli| self.sample(*milli))
     }
     fn object_metric(
         &self,
@@ -92,7 +120,8 @@ impl MetricsView for Table {
         _: &CrossVersionObjectReference,
         _: &MetricIdentifier,
     ) -> Result<i64, String> {
-        Err("no object metrics here".into())
+        self.object
+            .ok_or_else(|| "no object metrics here".to_string())
     }
     fn external_metric(&self, _: &str, _: &MetricIdentifier) -> Result<i64, String> {
         self.external.ok_or_else(|| "no value".to_string())
@@ -712,4 +741,191 @@ fn plan_reports_the_proposal_a_hook_may_replace() {
     // A hook asking for 30 is still held to max 10 and the rate limit.
     let d = decide::decide(&input, plan, Some(30), &mut History::default());
     assert_eq!(d.desired_replicas, 4);
+}
+
+/// An HPA on the Deployment `web` between 1 and 50 replicas with the metrics given in YAML.
+fn hpa_with(metrics_yaml: &str) -> HorizontalPodAutoscaler {
+    hpa(&format!(
+        "apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {{name: web, namespace: default}}
+spec:
+  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}
+  minReplicas: 1
+  maxReplicas: 50
+  metrics:
+{metrics_yaml}"
+    ))
+}
+
+// ContainerResource: the utilization of one container's request, not the pod's. The sidecar's
+// large idle request would hide the hot container from a pod-level Resource metric.
+#[test]
+fn container_resource_reads_one_containers_usage_against_its_request() {
+    let hpa = hpa_with(
+        "  - type: ContainerResource
+    containerResource:
+      name: cpu
+      container: app
+      target: {type: Utilization, averageUtilization: 100}
+",
+    );
+    let mut pods = Vec::new();
+    let mut metrics = Table::default();
+    for i in 0..2 {
+        let mut p = pod(&format!("p{i}"), 100);
+        p.container_requests.push(ContainerRequests {
+            name: "sidecar".into(),
+            requests: BTreeMap::from([("cpu".to_string(), 900)]),
+        });
+        metrics
+            .usage
+            .insert((p.name.clone(), "cpu", Some("app")), 200);
+        // The whole pod: 200m of 1000m requested, 20 %.
+        metrics.cpu.insert(p.name.clone(), 200);
+        pods.push(p);
+    }
+    let d = pass(&hpa, 2, &pods, &metrics, t0(), &mut History::default());
+    assert_eq!(d.desired_replicas, 4, "app at 200 % of its 100m → double");
+    let status = d.statuses[0].container_resource.as_ref().unwrap();
+    assert_eq!(status.container, "app");
+    assert_eq!(status.current.average_utilization, Some(200));
+    assert_eq!(
+        d.rescale_reason,
+        "cpu container resource utilization (percentage of request) above target"
+    );
+
+    // The same pods under a pod-level Resource metric are at 20 %: a scale-down.
+    let d = pass(
+        &cpu_hpa(1, 50, 100, ""),
+        2,
+        &pods,
+        &metrics,
+        t0(),
+        &mut History::default(),
+    );
+    assert_eq!(d.desired_replicas, 1);
+}
+
+// Memory Utilization works like CPU's, without CPU's start-up grace for unready pods.
+#[test]
+fn memory_utilization_scales_on_the_memory_request() {
+    let hpa = hpa_with(
+        "  - type: Resource
+    resource: {name: memory, target: {type: Utilization, averageUtilization: 50}}
+",
+    );
+    let mut metrics = Table::default();
+    let pods: Vec<PodInfo> = (0..4)
+        .map(|i| {
+            let mut p = pod(&format!("p{i}"), 100);
+            p.container_requests[0]
+                .requests
+                .insert("memory".into(), 64 << 20);
+            metrics
+                .usage
+                .insert((p.name.clone(), "memory", None), 48 << 20);
+            p
+        })
+        .collect();
+    // 48 Mi of 64 Mi is 75 % against 50 %: ratio 1.5 → 6.
+    let d = pass(&hpa, 4, &pods, &metrics, t0(), &mut History::default());
+    assert_eq!(d.desired_replicas, 6);
+    let status = d.statuses[0].resource.as_ref().unwrap();
+    assert_eq!(status.name, "memory");
+    assert_eq!(status.current.average_utilization, Some(75));
+}
+
+// Resource AverageValue: the average usage per pod against an absolute target.
+#[test]
+fn resource_average_value_divides_usage_by_the_target() {
+    let hpa = hpa_with(
+        "  - type: Resource
+    resource: {name: cpu, target: {type: AverageValue, averageValue: 100m}}
+",
+    );
+    // Without `behavior`, one step may reach max(2 × current, 4): 4 replicas leave room.
+    let (pods, metrics) = uniform(4, 150);
+    let d = pass(&hpa, 4, &pods, &metrics, t0(), &mut History::default());
+    assert_eq!(d.desired_replicas, 6, "150m / 100m × 4");
+    let status = d.statuses[0].resource.as_ref().unwrap();
+    assert_eq!(status.current.average_utilization, None);
+    assert!(status.current.average_value.is_some());
+}
+
+// Pods metrics: a custom per-pod average, the same rules for missing pods as resources.
+#[test]
+fn pods_metric_averages_a_custom_metric() {
+    let hpa = hpa_with(
+        "  - type: Pods
+    pods:
+      metric: {name: requests_per_second}
+      target: {type: AverageValue, averageValue: '10'}
+",
+    );
+    let (pods, mut metrics) = uniform(4, 0);
+    for p in &pods {
+        metrics.custom.insert(p.name.clone(), 15_000);
+    }
+    let d = pass(&hpa, 4, &pods, &metrics, t0(), &mut History::default());
+    assert_eq!(d.desired_replicas, 6, "15 per pod against 10 → 1.5 × 4");
+    assert_eq!(
+        d.statuses[0].pods.as_ref().unwrap().metric.name,
+        "requests_per_second"
+    );
+}
+
+// Object Value: the value against the target, times the ready pods only (a pending pod does
+// not count, as in Kubernetes' GetObjectMetricReplicas).
+#[test]
+fn object_value_multiplies_the_ratio_by_the_ready_pods() {
+    let hpa = hpa_with(
+        "  - type: Object
+    object:
+      describedObject: {apiVersion: networking.k8s.io/v1, kind: Ingress, name: main}
+      metric: {name: requests_per_second}
+      target: {type: Value, value: '100'}
+",
+    );
+    let (mut pods, mut metrics) = uniform(4, 0);
+    pods[3].phase = "Pending".into();
+    pods[3].ready = None;
+    metrics.object = Some(150_000);
+    let d = pass(&hpa, 4, &pods, &metrics, t0(), &mut History::default());
+    assert_eq!(d.desired_replicas, 5, "ratio 1.5 × 3 ready pods, not × 4");
+    let status = d.statuses[0].object.as_ref().unwrap();
+    assert_eq!(status.described_object.kind, "Ingress");
+    assert!(status.current.value.is_some());
+
+    // Within the tolerance nothing changes, whatever the ready count.
+    metrics.object = Some(105_000);
+    let d = pass(&hpa, 4, &pods, &metrics, t0(), &mut History::default());
+    assert_eq!(d.desired_replicas, 4);
+}
+
+// Object AverageValue: the value divided over the current replicas.
+#[test]
+fn object_average_value_divides_over_the_replicas() {
+    let hpa = hpa_with(
+        "  - type: Object
+    object:
+      describedObject: {apiVersion: v1, kind: Service, name: web}
+      metric: {name: connections}
+      target: {type: AverageValue, averageValue: '50'}
+",
+    );
+    let (pods, mut metrics) = uniform(4, 0);
+    metrics.object = Some(300_000);
+    let d = pass(&hpa, 4, &pods, &metrics, t0(), &mut History::default());
+    assert_eq!(d.desired_replicas, 6, "300 / 50");
+    let status = d.statuses[0].object.as_ref().unwrap();
+    assert_eq!(
+        status
+            .current
+            .average_value
+            .map(|q| q.to_string())
+            .as_deref(),
+        Some("75"),
+        "300 over 4 replicas"
+    );
 }

@@ -109,11 +109,8 @@ fn metric_pair(spec: &Value, status: Option<&Value>) -> String {
     let (cur, tgt) = metric_values(spec, status);
     let prefix = match text(spec, "/type").as_str() {
         "Resource" => format!("{}: ", text(spec, "/resource/name")),
-        "ContainerResource" => format!(
-            "{}/{}: ",
-            text(spec, "/containerResource/container"),
-            text(spec, "/containerResource/name")
-        ),
+        // kubectl names only the resource, not the container.
+        "ContainerResource" => format!("{}: ", text(spec, "/containerResource/name")),
         _ => String::new(),
     };
     format!("{prefix}{cur}/{tgt}")
@@ -137,16 +134,18 @@ pub fn targets(hpa: &Value) -> String {
     if specs.is_empty() {
         return "<none>".into();
     }
-    let mut pairs: Vec<String> = specs
+    let shown = specs
         .iter()
         .enumerate()
         .take(2)
         .map(|(i, spec)| metric_pair(spec, statuses.get(i)))
-        .collect();
+        .collect::<Vec<_>>()
+        .join(", ");
     if specs.len() > 2 {
-        pairs.push(format!("+ {} more...", specs.len() - 2));
+        format!("{shown} + {} more...", specs.len() - 2)
+    } else {
+        shown
     }
-    pairs.join(", ")
 }
 
 /// The columns the upstream VerticalPodAutoscaler CRD prints: the first container's target,
@@ -192,5 +191,42 @@ impl Row for VerticalPodAutoscaler {
             provided.into(),
             age(self.metadata.creation_timestamp, now).into(),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::targets;
+    use serde_json::json;
+
+    // kubectl's formatHPAMetrics: resource metrics named by their resource only (a
+    // ContainerResource too), two shown, then ` + N more...` after the comma-joined pair.
+    #[test]
+    fn targets_read_as_kubectl_prints_them() {
+        let cpu = json!({"type": "Resource", "resource": {"name": "cpu",
+            "target": {"type": "Utilization", "averageUtilization": 60}}});
+        let app_memory = json!({"type": "ContainerResource", "containerResource": {
+            "name": "memory", "container": "app",
+            "target": {"type": "AverageValue", "averageValue": "100Mi"}}});
+        let queue = json!({"type": "External", "external": {"metric": {"name": "queue"},
+            "target": {"type": "AverageValue", "averageValue": "30"}}});
+        let hpa = json!({
+            "spec": {"metrics": [cpu, app_memory, queue]},
+            "status": {"currentMetrics": [
+                {"type": "Resource", "resource": {"name": "cpu",
+                    "current": {"averageUtilization": 73}}},
+                {"type": "ContainerResource", "containerResource": {"name": "memory",
+                    "container": "app", "current": {"averageValue": "80Mi"}}},
+            ]}
+        });
+        assert_eq!(
+            targets(&hpa),
+            "cpu: 73%/60%, memory: 80Mi/100Mi + 1 more..."
+        );
+
+        let two = json!({"spec": {"metrics": [hpa["spec"]["metrics"][0].clone(),
+            hpa["spec"]["metrics"][2].clone()]}});
+        assert_eq!(targets(&two), "cpu: <unknown>/60%, <unknown>/30 (avg)");
+        assert_eq!(targets(&json!({"spec": {}})), "<none>");
     }
 }
