@@ -229,6 +229,47 @@ async fn external_metric_scales_from_zero_to_n_and_back_to_zero() {
     );
 }
 
+// Scale from zero: a sample above the target wakes an HPA at zero replicas at once, not at
+// the next periodic pass (an hour away here). Sent in msgpack: the subject takes both.
+#[actix::test]
+async fn an_external_sample_wakes_a_target_at_zero_without_waiting_for_a_pass() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    let _controllers = start_controllers(&cluster).await;
+    let hourly = AutoscalerConfig {
+        sync_period: Duration::from_secs(3600),
+        ..config()
+    };
+    let _autoscaler = start_autoscaler(&cluster, hourly).await;
+    api.create(&deployment("dozing", 0)).await.unwrap();
+    api.create(&backlog_hpa("dozing", "dozing", 0, ""))
+        .await
+        .unwrap();
+    eventually("the new HPA looked at once", WAIT, || async {
+        api.get::<HorizontalPodAutoscaler>("default", "dozing")
+            .await
+            .is_ok_and(|h| !h.status.conditions.is_empty())
+    })
+    .await;
+    let sample = bus_schemas::autoscaling::ExternalSample {
+        value: 25.0,
+        timestamp: None,
+        labels: [("queue".to_string(), "dozing".to_string())].into(),
+    };
+    cluster
+        .nats
+        .publish(
+            subjects::external_metric("default", "backlog"),
+            bus_schemas::codec::to_msgpack(&sample).unwrap().into(),
+        )
+        .await
+        .unwrap();
+    eventually("dozing woken to 3 replicas by one sample", WAIT, || async {
+        spec_replicas(&api, "dozing").await == Some(3)
+    })
+    .await;
+}
+
 #[actix::test]
 async fn a_missing_target_is_reported_and_retried_then_scaled_once_it_exists() {
     let cluster = LocalCluster::start().await.unwrap();
