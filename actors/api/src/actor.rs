@@ -19,7 +19,6 @@ use async_nats::Message;
 use bus_schemas::subjects::{self, NodeReport, NodeSubjectError};
 use shoal_bus::client::HEADER_TIMEOUT_MS;
 use tokio::sync::Semaphore;
-use tracing::Instrument;
 
 use crate::request::Request;
 use crate::state::ApiServer;
@@ -152,16 +151,16 @@ impl StreamHandler<Message> for ApiActor {
                 tracing::debug!(subject = %msg.subject, "request dropped: its sender stopped waiting");
                 return;
             }
-            let span = telemetry::request_span(msg.subject.as_str(), msg.headers.as_ref());
-            let reply = async {
-                let request =
-                    Request::new(msg.subject.as_str(), msg.headers.as_ref(), &msg.payload);
-                server.handle(request).await
-            }
-            .instrument(span.clone())
-            .await;
+            let traced = telemetry::request_span(msg.subject.as_str(), msg.headers.as_ref());
+            let reply = traced
+                .run(async {
+                    let request =
+                        Request::new(msg.subject.as_str(), msg.headers.as_ref(), &msg.payload);
+                    server.handle(request).await
+                })
+                .await;
             telemetry::served(
-                &span,
+                traced.span(),
                 msg.subject.as_str(),
                 &reply.headers,
                 received.elapsed(),

@@ -7,6 +7,7 @@ use async_nats::HeaderMap;
 use bus_schemas::subjects::{self, HEADER_CODE};
 use shoal_bus::{StoreError, Written};
 use shoal_telemetry::metrics::label;
+use shoal_telemetry::work::{self, Traced};
 use shoal_telemetry::{metrics, propagation};
 use tracing::field::Empty;
 
@@ -23,20 +24,21 @@ pub fn kind_and_verb(subject: &str) -> (&str, &str) {
 }
 
 /// The span of one request, child of the sender's trace when its headers carry a valid one
-/// (a missing or malformed traceparent starts a new root trace; the request goes on).
-pub fn request_span(subject: &str, headers: Option<&HeaderMap>) -> tracing::Span {
-    let (kind, verb) = kind_and_verb(subject);
-    let span = tracing::info_span!(
-        "api.request",
-        shoal.actor = "api",
-        otel.kind = "server",
-        kind,
-        verb,
-        code = Empty,
-        otel.status_code = Empty,
-    );
-    propagation::continue_from_headers(&span, headers);
-    span
+/// (a missing or malformed traceparent starts a new root trace; the request goes on). A
+/// request in a trace the sender's sampler decided against gets no span, only its context.
+pub fn request_span(subject: &str, headers: Option<&HeaderMap>) -> Traced {
+    Traced::from_headers(headers, || {
+        let (kind, verb) = kind_and_verb(subject);
+        tracing::info_span!(
+            "api.request",
+            shoal.actor = "api",
+            otel.kind = "server",
+            kind,
+            verb,
+            code = Empty,
+            otel.status_code = Empty,
+        )
+    })
 }
 
 /// Records a served request: its code on the span, and the request metrics.
@@ -73,15 +75,17 @@ pub fn lane_dropped(lane: &'static str) {
 
 /// The span of one compare-and-swap write of an object version.
 pub fn cas_span(kind: &'static str, namespace: &str, name: &str, expected: u64) -> tracing::Span {
-    tracing::info_span!(
-        "api.cas_write",
-        kind,
-        namespace,
-        name,
-        expected,
-        resource_version = Empty,
-        outcome = Empty,
-    )
+    work::child_of_current(|| {
+        tracing::info_span!(
+            "api.cas_write",
+            kind,
+            namespace,
+            name,
+            expected,
+            resource_version = Empty,
+            outcome = Empty,
+        )
+    })
 }
 
 /// Records what a write met: written (or a duplicate of an earlier attempt), or a conflict,

@@ -258,16 +258,14 @@ impl ApiClient {
         let body = Bytes::from(body);
         // A call made inside a trace is a span of it; one made outside any (heartbeats, the
         // first request of a command) is not traced from here, the API starts its own.
-        let span = if tracing::Span::current().is_none() {
-            tracing::Span::none()
-        } else {
+        let span = shoal_telemetry::work::child_of_current(|| {
             tracing::info_span!(
                 "api.call",
                 otel.kind = "client",
                 kind = kind_label,
                 verb = verb_label
             )
-        };
+        });
         let reply = self
             .send_with_retries(subject, headers, body)
             .instrument(span)

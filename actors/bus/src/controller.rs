@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use bus_schemas::Resource;
 use tokio::sync::broadcast::error::RecvError;
-use tracing::Instrument;
 
 use crate::informer::{Informer, ObjectKey};
 use crate::reconcile_span::{reconcile_span, reconciled};
@@ -135,12 +134,10 @@ pub async fn run<K, Ctx, E, R, RFut>(
                     continue;
                 };
                 let traceparent = informer.traceparent(&key.namespace, &key.name);
-                let span = reconcile_span(name, &key, &*obj, traceparent.as_deref());
+                let traced = reconcile_span(name, &key, &*obj, traceparent.as_deref());
                 let started = std::time::Instant::now();
-                let result = reconcile(obj.clone(), ctx.clone())
-                    .instrument(span.clone())
-                    .await;
-                reconciled(&span, name, &result, started.elapsed(), queue.len());
+                let result = traced.run(reconcile(obj.clone(), ctx.clone())).await;
+                reconciled(traced.span(), name, &result, started.elapsed(), queue.len());
                 match result {
                     Ok(Action::AwaitChange) => queue.done(key, Ok(None)),
                     Ok(Action::RequeueAfter(d)) => queue.done(key, Ok(Some(d))),

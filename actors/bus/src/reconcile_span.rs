@@ -5,32 +5,35 @@
 use std::time::Duration;
 
 use bus_schemas::Resource;
+use shoal_telemetry::metrics;
 use shoal_telemetry::metrics::label;
-use shoal_telemetry::{metrics, propagation};
+use shoal_telemetry::work::Traced;
 use tracing::field::Empty;
 
 use crate::controller::Action;
 use crate::informer::ObjectKey;
 
+/// No span when the object's last change belongs to a trace decided against: the reconcile
+/// only carries that trace on to what it writes.
 pub fn reconcile_span<K: Resource>(
     controller: &'static str,
     key: &ObjectKey,
     obj: &K,
     traceparent: Option<&str>,
-) -> tracing::Span {
-    let span = tracing::info_span!(
-        "reconcile",
-        shoal.actor = "controllers",
-        controller,
-        kind = K::INFO.kind,
-        namespace = %key.namespace,
-        name = %key.name,
-        resource_version = %obj.meta().resource_version,
-        outcome = Empty,
-        otel.status_code = Empty,
-    );
-    propagation::continue_from(&span, traceparent);
-    span
+) -> Traced {
+    Traced::from_traceparent(traceparent, || {
+        tracing::info_span!(
+            "reconcile",
+            shoal.actor = "controllers",
+            controller,
+            kind = K::INFO.kind,
+            namespace = %key.namespace,
+            name = %key.name,
+            resource_version = %obj.meta().resource_version,
+            outcome = Empty,
+            otel.status_code = Empty,
+        )
+    })
 }
 
 /// Records the decision (wait for a change, look again later, retry after an error) and the

@@ -13,9 +13,9 @@ use bus_schemas::kinds::{Lease, Node, PersistentVolume, PersistentVolumeClaim, P
 use bus_schemas::selector::Selector;
 use shoal_bus::informer::Change;
 use shoal_bus::{ApiClient, EventType, Informer, InformerFactory, ObjectKey, Store};
+use shoal_telemetry::work::Traced;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc, Semaphore};
-use tracing::Instrument;
 
 use crate::bind::{self, AllocOutcome, BindOutcome};
 use crate::cache::{key_string, ClusterCache};
@@ -44,8 +44,8 @@ struct PendingBind {
     requests: Resources,
     /// The allocation record revision the decision was made against.
     decided_at: u64,
-    /// The attempt's span: the bind is its child.
-    span: tracing::Span,
+    /// The attempt's place in its trace: the bind is its child.
+    trace: Traced,
     /// Unbound WaitForFirstConsumer claims that get the node written on them first.
     select_claims: Vec<String>,
 }
@@ -506,13 +506,14 @@ impl Runner {
         }
         let pod = entry.pod.clone();
         SchedulerMetrics::inc(&self.metrics.attempts);
-        let span = telemetry::schedule_span(
+        let traced = telemetry::schedule_span(
             &key,
             &pod,
             self.pods.traceparent(&key.namespace, &key.name).as_deref(),
             self.cache.nodes().len(),
         );
-        let _entered = span.enter();
+        let _entered = traced.enter();
+        let span = traced.span();
         let volumes = match self.storage.plan(&pod) {
             Ok(plan) => plan,
             Err(reason) => {
@@ -574,7 +575,7 @@ impl Runner {
                         pod,
                         requests,
                         decided_at,
-                        span: span.clone(),
+                        trace: traced.clone(),
                         select_claims,
                     });
                 self.kick(&node);
@@ -791,7 +792,7 @@ impl Runner {
                 let (api, reports, node) = (api.clone(), reports.clone(), node.clone());
                 async move {
                     // Past the window other schedulers may already ignore our entry.
-                    let span = telemetry::bind_span(&b.span, &node);
+                    let bind = telemetry::bind_span(&b.trace, &node);
                     let selected = if b.select_claims.is_empty() {
                         Ok(())
                     } else {
@@ -802,11 +803,10 @@ impl Runner {
                     } else if written_at.elapsed() > ledger::BIND_WINDOW {
                         BindOutcome::Failed("bind window passed before the bind was sent".into())
                     } else {
-                        bind::bind_pod(&api, &b.pod, &node)
-                            .instrument(span.clone())
-                            .await
+                        bind.run(bind::bind_pod(&api, &b.pod, &node)).await
                     };
-                    span.record("outcome", telemetry::bind_outcome(&outcome));
+                    bind.span()
+                        .record("outcome", telemetry::bind_outcome(&outcome));
                     let _ = reports.send(Report::Bind {
                         key: b.key,
                         node,

@@ -101,12 +101,14 @@ impl Decider {
         };
         let mut visited = 0;
         // Children of the attempt's span, so a trace shows where a slow decision went.
-        let filtering = tracing::info_span!(
-            "scheduler.filter",
-            nodes = total,
-            visited = tracing::field::Empty,
-            feasible = tracing::field::Empty
-        )
+        let filtering = shoal_telemetry::work::child_of_current(|| {
+            tracing::info_span!(
+                "scheduler.filter",
+                nodes = total,
+                visited = tracing::field::Empty,
+                feasible = tracing::field::Empty
+            )
+        })
         .entered();
         for j in 0..total {
             if self.feasible.len() >= want {
@@ -135,8 +137,11 @@ impl Decider {
         filtering.record("visited", visited);
         filtering.record("feasible", self.feasible.len());
         drop(filtering);
-        let _scoring =
-            tracing::info_span!("scheduler.score", candidates = self.feasible.len()).entered();
+        let candidates = self.feasible.len();
+        let _scoring = shoal_telemetry::work::child_of_current(|| {
+            tracing::info_span!("scheduler.score", candidates)
+        })
+        .entered();
         match pick(ctx, cache, &self.feasible, weights) {
             Some(node) => Decision::Bind { node },
             None => Decision::Unfit(unfit),

@@ -5,8 +5,9 @@
 
 use bus_schemas::kinds::Pod;
 use shoal_bus::ObjectKey;
+use shoal_telemetry::metrics;
 use shoal_telemetry::metrics::label;
-use shoal_telemetry::{metrics, propagation};
+use shoal_telemetry::work::Traced;
 use tracing::field::Empty;
 
 fn since_creation(pod: &Pod) -> Option<f64> {
@@ -15,31 +16,33 @@ fn since_creation(pod: &Pod) -> Option<f64> {
     (ms >= 0).then(|| ms as f64 / 1000.0)
 }
 
+/// No span for a pod whose creation belongs to a trace decided against: the attempt only
+/// carries that trace on to the bind.
 pub fn schedule_span(
     key: &ObjectKey,
     pod: &Pod,
     traceparent: Option<&str>,
     nodes: usize,
-) -> tracing::Span {
-    let span = tracing::info_span!(
-        "schedule",
-        shoal.actor = "scheduler",
-        kind = "Pod",
-        namespace = %key.namespace,
-        name = %key.name,
-        resource_version = %pod.metadata.resource_version,
-        queue_wait_seconds = since_creation(pod).unwrap_or(0.0),
-        nodes,
-        unfit_nodes = Empty,
-        outcome = Empty,
-        node = Empty,
-    );
-    propagation::continue_from(&span, traceparent);
-    span
+) -> Traced {
+    Traced::from_traceparent(traceparent, || {
+        tracing::info_span!(
+            "schedule",
+            shoal.actor = "scheduler",
+            kind = "Pod",
+            namespace = %key.namespace,
+            name = %key.name,
+            resource_version = %pod.metadata.resource_version,
+            queue_wait_seconds = since_creation(pod).unwrap_or(0.0),
+            nodes,
+            unfit_nodes = Empty,
+            outcome = Empty,
+            node = Empty,
+        )
+    })
 }
 
-pub fn bind_span(parent: &tracing::Span, node: &str) -> tracing::Span {
-    tracing::info_span!(parent: parent, "scheduler.bind", node, outcome = Empty)
+pub fn bind_span(attempt: &Traced, node: &str) -> Traced {
+    attempt.child(|| tracing::info_span!("scheduler.bind", node, outcome = Empty))
 }
 
 /// One attempt's result: scheduled, unschedulable, retry (a cache a write behind) or

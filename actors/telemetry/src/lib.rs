@@ -9,6 +9,7 @@
 //! - [`queue`]: the bounded export queue that drops (and counts) rather than slow an actor.
 //! - [`jetstream`]: the exporter to the `SHOAL_TRACES` stream.
 //! - [`traceview`]: reading one trace back from `SHOAL_TRACES` (for `shoal trace`).
+//! - [`work`]: starting traced work, which costs nothing when its trace is not sampled.
 //! - [`logfmt`]: the JSON log line format.
 //! - [`metrics`]: every actor's Prometheus families; [`serve`]: `/metrics` and NATS health.
 
@@ -20,6 +21,7 @@ pub mod queue;
 pub mod sampling;
 pub mod serve;
 pub mod traceview;
+pub mod work;
 
 pub use jetstream::ACTOR_ATTRIBUTE;
 pub use metrics::metrics;
@@ -98,6 +100,15 @@ impl Drop for Telemetry {
     }
 }
 
+/// Set once this process's OpenTelemetry layer is installed: before (and without) it,
+/// spans carry no context to continue or skip.
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process records spans through OpenTelemetry.
+pub fn installed() -> bool {
+    INSTALLED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Whether tracing is turned off (`OTEL_SDK_DISABLED=true`, the standard switch).
 pub fn tracing_disabled() -> bool {
     std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"))
@@ -169,6 +180,29 @@ fn tracer_provider(config: &TelemetryConfig) -> Result<SdkTracerProvider, Teleme
     Ok(builder.build())
 }
 
+/// The layer that turns Shoal's `tracing` spans into OpenTelemetry spans of `provider`,
+/// whose sampler follows `sampling`. Installing it makes [`work`] skip what that sampler
+/// would drop.
+pub fn otel_layer<S>(provider: &SdkTracerProvider, sampling: sampling::Sampling) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+{
+    sampling::set_parent_decides(sampling.parent_based);
+    INSTALLED.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Every traced span pays for what the layer records before the sampler has decided, so
+    // only what an operator reads is kept: no per-span thread name (a String each), code
+    // location or busy/idle timings (two clock reads per poll of an instrumented future).
+    // Context activation stays: it gives each span its ids when first entered, which JSON
+    // log lines carry.
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("shoal"))
+        .with_threads(false)
+        .with_location(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+        .with_filter(traced_targets())
+}
+
 /// Installs the process's subscriber. Call once, first thing.
 pub fn init(config: TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     let filter = EnvFilter::try_new(&config.log_filter).unwrap_or_else(|_| EnvFilter::new("warn"));
@@ -188,11 +222,10 @@ pub fn init(config: TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     } else {
         Some(tracer_provider(&config)?)
     };
-    let traces = provider.as_ref().map(|p| {
-        tracing_opentelemetry::layer()
-            .with_tracer(p.tracer("shoal"))
-            .with_filter(traced_targets())
-    });
+    let traces = match &provider {
+        Some(p) => Some(otel_layer(p, sampling::Sampling::from_env()?)),
+        None => None,
+    };
     tracing_subscriber::registry()
         .with(logs)
         .with(traces)

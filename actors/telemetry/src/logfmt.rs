@@ -69,6 +69,17 @@ where
         if !fields.is_empty() {
             line.insert("fields".into(), Value::Object(fields));
         }
+        if ctx.lookup_current().is_none() {
+            // Work of an unsampled trace has no span, only the trace's context.
+            let cx = opentelemetry::Context::current();
+            let sc = opentelemetry::trace::TraceContextExt::span(&cx)
+                .span_context()
+                .clone();
+            if sc.is_valid() {
+                line.insert("trace_id".into(), sc.trace_id().to_string().into());
+                line.insert("span_id".into(), sc.span_id().to_string().into());
+            }
+        }
         if let Some(span) = ctx.lookup_current() {
             line.insert("span".into(), span.name().into());
             // The nearest span with an OpenTelemetry context (all of them, when the layer is

@@ -48,9 +48,20 @@ impl Extractor for TraceparentExtractor<'_> {
     }
 }
 
+/// The running work's trace: the current span's, or, outside any span, the context an
+/// unsampled trace's work carries ([`crate::work`]).
+fn current_context() -> Context {
+    let span = tracing::Span::current();
+    if span.is_none() {
+        Context::current()
+    } else {
+        span.context()
+    }
+}
+
 /// Writes the current span's context into `headers`; leaves them alone when there is none.
 pub fn inject_current(headers: &mut HeaderMap) {
-    let cx = tracing::Span::current().context();
+    let cx = current_context();
     if cx.span().span_context().is_valid() {
         TraceContextPropagator::new().inject_context(&cx, &mut HeaderInjector(headers));
     }
@@ -92,7 +103,7 @@ pub fn continue_from(span: &tracing::Span, traceparent: Option<&str>) {
 
 /// The current span's context as a traceparent, if it has a valid one.
 pub fn current_traceparent() -> Option<String> {
-    let cx = tracing::Span::current().context();
+    let cx = current_context();
     let span_context = cx.span().span_context().clone();
     if !span_context.is_valid() {
         return None;

@@ -1,6 +1,20 @@
 //! Sampling from the standard `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` variables.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use opentelemetry_sdk::trace::Sampler;
+
+/// Whether this process follows a remote parent's decision (the default): then work in a
+/// trace decided against needs no spans at all ([`crate::work`]).
+static PARENT_DECIDES: AtomicBool = AtomicBool::new(true);
+
+pub fn set_parent_decides(parent_based: bool) {
+    PARENT_DECIDES.store(parent_based, Ordering::Relaxed);
+}
+
+pub fn parent_decides() -> bool {
+    PARENT_DECIDES.load(Ordering::Relaxed)
+}
 
 /// What the variables ask for: a ratio of new root traces, and whether a remote parent's
 /// decision is followed (it is by default, so a trace is kept whole or not at all).

@@ -7,33 +7,33 @@
 use std::time::Duration;
 
 use bus_schemas::kinds::Pod;
+use shoal_telemetry::metrics;
 use shoal_telemetry::metrics::label;
-use shoal_telemetry::{metrics, propagation};
+use shoal_telemetry::work::{self, Traced};
 use tracing::field::Empty;
 
 use crate::probes::ProbeKind;
 
-pub fn sync_span(pod: &Pod, node: &str, traceparent: Option<&str>) -> tracing::Span {
-    let span = tracing::info_span!(
-        "pod.sync",
-        shoal.actor = "node",
-        kind = "Pod",
-        namespace = %pod.metadata.namespace,
-        name = %pod.metadata.name,
-        resource_version = %pod.metadata.resource_version,
-        node,
-    );
-    propagation::continue_from(&span, traceparent);
-    span
+/// No span for a pod whose last change belongs to a trace decided against: the pass only
+/// carries that trace on to its reports.
+pub fn sync_span(pod: &Pod, node: &str, traceparent: Option<&str>) -> Traced {
+    Traced::from_traceparent(traceparent, || {
+        tracing::info_span!(
+            "pod.sync",
+            shoal.actor = "node",
+            kind = "Pod",
+            namespace = %pod.metadata.namespace,
+            name = %pod.metadata.name,
+            resource_version = %pod.metadata.resource_version,
+            node,
+        )
+    })
 }
 
-/// A child of the current span, or nothing outside one (routine work is not traced).
+/// A child of the current span while it is recorded, or nothing (routine work is not
+/// traced, and neither is a pod start in a trace decided against).
 fn child(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
-    if tracing::Span::current().is_none() {
-        tracing::Span::none()
-    } else {
-        make()
-    }
+    work::child_of_current(make)
 }
 
 pub fn image_span(image: &str) -> tracing::Span {

@@ -12,6 +12,7 @@ use bus_schemas::kinds::Pod;
 use chrono::Utc;
 use shoal_bus::Informer;
 use shoal_node::{ContainerInfo, ContainerState, SandboxInfo};
+use shoal_telemetry::work::Traced;
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -160,8 +161,8 @@ impl Worker {
                 self.confirm_deleted(&pod, &mut pod_rx).await;
                 return;
             }
-            let span = if self.startup_over {
-                tracing::Span::none()
+            let traced = if self.startup_over {
+                Traced::none()
             } else {
                 let traceparent = self
                     .traces_from
@@ -169,8 +170,8 @@ impl Worker {
                     .and_then(|pods| pods.traceparent(&pod.metadata.namespace, &pod.metadata.name));
                 traces::sync_span(&pod, &self.ctx.config.node_name, traceparent.as_deref())
             };
-            self.sync(&pod).instrument(span.clone()).await;
-            self.report(&pod).instrument(span).await;
+            traced.run(self.sync(&pod)).await;
+            traced.run(self.report(&pod)).await;
             self.note_startup();
             let wait = self.next_wakeup();
             tokio::select! {

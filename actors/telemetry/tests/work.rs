@@ -1,0 +1,172 @@
+//! Work in a trace the sampler decided against makes no spans but still carries the trace
+//! on; work in a sampled trace is recorded whole. Spans are collected by an in-memory
+//! processor behind the same layer `shoal_telemetry::init` installs.
+
+use std::sync::{Arc, Mutex};
+
+use opentelemetry::Context;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Span, SpanData, SpanProcessor};
+use shoal_telemetry::propagation::current_traceparent;
+use shoal_telemetry::sampling::Sampling;
+use shoal_telemetry::work::{child_of_current, Traced};
+use tracing_subscriber::layer::SubscriberExt;
+
+const SAMPLED: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+const UNSAMPLED: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+
+#[derive(Debug, Clone, Default)]
+struct Collected(Arc<Mutex<Vec<SpanData>>>);
+
+impl SpanProcessor for Collected {
+    fn on_start(&self, _: &mut Span, _: &Context) {}
+    fn on_end(&self, span: SpanData) {
+        if span.span_context.is_sampled() {
+            self.0.lock().unwrap().push(span);
+        }
+    }
+    fn force_flush(&self) -> OTelSdkResult {
+        Ok(())
+    }
+    fn shutdown_with_timeout(&self, _: std::time::Duration) -> OTelSdkResult {
+        Ok(())
+    }
+}
+
+impl Collected {
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.name.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+    fn trace_ids(&self) -> Vec<String> {
+        let spans = self.0.lock().unwrap();
+        spans
+            .iter()
+            .map(|s| s.span_context.trace_id().to_string())
+            .collect()
+    }
+}
+
+/// Runs `f` under a subscriber with Shoal's layer: new roots sampled by `root`, remote
+/// parents followed when `parent_based`.
+fn traced(root: Sampler, parent_based: bool, f: impl FnOnce()) -> Collected {
+    let collected = Collected::default();
+    let sampler = if parent_based {
+        Sampler::ParentBased(Box::new(root))
+    } else {
+        root
+    };
+    let provider = SdkTracerProvider::builder()
+        .with_sampler(sampler)
+        .with_span_processor(collected.clone())
+        .build();
+    let sampling = Sampling {
+        parent_based,
+        ratio: 1.0,
+    };
+    let subscriber =
+        tracing_subscriber::registry().with(shoal_telemetry::otel_layer(&provider, sampling));
+    tracing::subscriber::with_default(subscriber, f);
+    collected
+}
+
+fn request(traceparent: Option<&str>) -> Traced {
+    Traced::from_traceparent(
+        traceparent,
+        || tracing::info_span!(target: "shoal::test", "request"),
+    )
+}
+
+fn write() -> tracing::Span {
+    child_of_current(|| tracing::info_span!(target: "shoal::test", "write"))
+}
+
+/// What a unit of work sends downstream: the traceparent current inside it, from within a
+/// part of it, across an await.
+fn downstream(work: &Traced) -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(work.run(async {
+        tokio::task::yield_now().await;
+        let part = write();
+        part.in_scope(current_traceparent)
+    }))
+}
+
+#[test]
+fn a_sampled_trace_is_recorded_whole() {
+    let mut sent = None;
+    let collected = traced(Sampler::AlwaysOff, true, || {
+        let work = request(Some(SAMPLED));
+        assert!(!work.span().is_none());
+        sent = downstream(&work);
+    });
+    assert_eq!(collected.names(), ["request", "write"]);
+    assert!(collected
+        .trace_ids()
+        .iter()
+        .all(|t| t == "0af7651916cd43dd8448eb211c80319c"));
+    let sent = sent.expect("a traceparent downstream");
+    assert!(
+        sent.starts_with("00-0af7651916cd43dd8448eb211c80319c-"),
+        "{sent}"
+    );
+    assert!(sent.ends_with("-01"), "{sent}");
+}
+
+#[test]
+fn work_in_a_trace_decided_against_makes_no_span_and_carries_the_trace_on() {
+    let mut sent = None;
+    let collected = traced(Sampler::AlwaysOn, true, || {
+        let work = request(Some(UNSAMPLED));
+        assert!(work.span().is_none(), "no span for an unsampled parent");
+        assert!(work
+            .child(|| tracing::info_span!(target: "shoal::test", "part"))
+            .span()
+            .is_none());
+        sent = downstream(&work);
+        // A unit of work started inside carried work continues it too.
+        let nested = work.in_scope(|| request(None));
+        assert!(nested.span().is_none());
+    });
+    assert!(collected.names().is_empty(), "{:?}", collected.names());
+    assert_eq!(sent.as_deref(), Some(UNSAMPLED));
+}
+
+#[test]
+fn a_new_root_the_sampler_drops_has_no_parts_and_says_so_downstream() {
+    let mut sent = None;
+    let collected = traced(Sampler::AlwaysOff, true, || {
+        let work = request(None);
+        assert!(
+            !work.span().is_none(),
+            "a new root is made; the sampler decides"
+        );
+        assert!(work
+            .child(|| tracing::info_span!(target: "shoal::test", "part"))
+            .span()
+            .is_none());
+        sent = downstream(&work);
+    });
+    assert!(collected.names().is_empty());
+    let sent = sent.expect("the dropped root's context goes downstream");
+    assert!(sent.ends_with("-00"), "{sent}");
+}
+
+#[test]
+fn without_parent_based_sampling_every_span_decides_for_itself() {
+    let collected = traced(Sampler::AlwaysOn, false, || {
+        let work = request(Some(UNSAMPLED));
+        assert!(!work.span().is_none());
+        let _ = downstream(&work);
+    });
+    assert_eq!(collected.names(), ["request", "write"]);
+}
