@@ -252,6 +252,29 @@ async fn apply_keeps_what_label_and_annotate_added_and_patches_merge() {
         "{stale}"
     );
 
+    // edit: kubectl opens the object in $KUBE_EDITOR and sends what changed as a patch (a
+    // status write in between is a Conflict kubectl reports: edit again, as a user would).
+    let editor = env.write_file(
+        "editor.sh",
+        "#!/bin/sh\nsed -i 's/^  replicas: 2$/  replicas: 5/' \"$1\"\n",
+    );
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    common::eventually(
+        "kubectl edit through $KUBE_EDITOR",
+        std::time::Duration::from_secs(30),
+        || async {
+            let mut edit = env.command(&["edit", "deploy", "web"]);
+            edit.env("KUBE_EDITOR", &editor);
+            let out = edit.output().await.expect("running kubectl edit");
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("edited")
+        },
+    )
+    .await;
+    let replicas = env
+        .ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"])
+        .await;
+    assert_eq!(replicas, "5", "the edit landed");
+
     let rs = common::eventually(
         "the deployment's ReplicaSet",
         std::time::Duration::from_secs(20),

@@ -110,6 +110,25 @@ async fn logs_with_tail_follow_and_previous() {
     assert_eq!(all, "line 1\nline 2\nline 3\n");
     let tail = env.ok(&["logs", "talker", "--tail=1"]).await;
     assert_eq!(tail, "line 3\n");
+    // `-l`: kubectl lists the pods the selector matches and reads each one's log.
+    let out = env
+        .with_stdin(&["create", "-f", "-"], &pod("echoer", "x"))
+        .await;
+    assert!(out.ok, "{}", out.stderr);
+    publish_log(&env, "echoer", "echo 1").await;
+    let labelled = env.ok(&["logs", "-l", "app=x", "--prefix"]).await;
+    let mut lines: Vec<&str> = labelled.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "[pod/echoer/main] echo 1",
+            "[pod/talker/main] line 1",
+            "[pod/talker/main] line 2",
+            "[pod/talker/main] line 3"
+        ],
+        "{labelled}"
+    );
     let mut follow = Streaming::spawn(&env, &["logs", "-f", "talker"]);
     follow
         .until("the backlog", Duration::from_secs(20), |l| l == "line 3")
