@@ -58,13 +58,30 @@ async fn cordon_drain_and_eviction() {
         )
         .await;
     assert!(out.ok, "{}", out.stderr);
+    // A pod bound to n1 for drain to evict (no agent runs here: grace 0 removes it at once).
+    let resident = pod("resident", "x").replace("spec:\n", "spec:\n  nodeName: n1\n");
+    let out = env.with_stdin(&["create", "-f", "-"], &resident).await;
+    assert!(out.ok, "{}", out.stderr);
     assert!(env.ok(&["cordon", "n1"]).await.contains("node/n1 cordoned"));
     let nodes = env.ok(&["get", "nodes"]).await;
     assert!(nodes.contains("SchedulingDisabled"), "{nodes}");
     let drained = env
-        .ok(&["drain", "n1", "--ignore-daemonsets", "--timeout=20s"])
+        .kubectl(&[
+            "drain",
+            "n1",
+            "--ignore-daemonsets",
+            "--grace-period=0",
+            // A bare pod: no controller would replace it, so kubectl asks for --force.
+            "--force",
+            "--timeout=20s",
+        ])
         .await;
-    assert!(drained.contains("node/n1 drained"), "{drained}");
+    assert!(drained.ok, "{}\n{}", drained.stdout, drained.stderr);
+    let said = format!("{}{}", drained.stdout, drained.stderr);
+    assert!(said.contains("evicting pod default/resident"), "{said}");
+    assert!(said.contains("pod/resident evicted"), "{said}");
+    assert!(said.contains("node/n1 drained"), "{said}");
+    assert!(!env.kubectl(&["get", "pod", "resident"]).await.ok);
     env.ok(&["uncordon", "n1"]).await;
     let unschedulable = env
         .ok(&["get", "node", "n1", "-o", "jsonpath={.spec.unschedulable}"])

@@ -148,6 +148,7 @@ fn start_gateway(
     url: String,
     auth: shoal_bus::auth::ClientAuth,
     identities: std::path::PathBuf,
+    tls: Option<shoal_gateway::tls::Credentials>,
 ) -> Result<std::net::SocketAddr> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -160,7 +161,7 @@ fn start_gateway(
                 let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
                 let config = shoal_gateway::GatewayConfig {
                     listen: "127.0.0.1:0".parse().expect("address"),
-                    tls: None,
+                    tls,
                     identities,
                 };
                 actix::spawn(async move {
@@ -227,7 +228,12 @@ fn main() -> Result<()> {
         .context("the gateway admits callers by identity: run with identities on")?;
     let token = shoal_bus::auth::AuthDir::open(&auth_dir).issue_token("admin")?;
     let _ = ADMIN_TOKEN.set(token.clone());
-    let addr = start_gateway(url.clone(), identities.gateway.clone(), auth_dir)?;
+    let addr = start_gateway(
+        url.clone(),
+        identities.gateway.clone(),
+        auth_dir.clone(),
+        None,
+    )?;
     println!("nats-server {url}; gateway http://{addr}");
     // `shoal get` runs as the operator, with the admin credential.
     let admin_creds = natsd
@@ -324,10 +330,24 @@ fn main() -> Result<()> {
             rate(listed.1, gw_best) / rate(listed.0, bus_best)
         );
         if let Some(kubectl) = &args.kubectl {
+            // kubectl sends no bearer token over plain HTTP: it gets a replica of its own
+            // serving HTTPS, as `shoal up` serves it.
+            let (creds, _) = shoal_gateway::tls::generate(&[])?;
+            let tls_addr = start_gateway(
+                url.clone(),
+                identities.gateway.clone(),
+                auth_dir.clone(),
+                Some(creds.clone()),
+            )?;
             let config = dir.path().join("kubeconfig");
             std::fs::write(
                 &config,
-                shoal_gateway::kubeconfig::render(&format!("http://{addr}"), None, "admin", &token),
+                shoal_gateway::kubeconfig::render(
+                    &format!("https://{tls_addr}"),
+                    Some(&creds.ca_pem),
+                    "admin",
+                    &token,
+                ),
             )?;
             let cache = dir.path().join("kube-cache");
             let kubectl_time = time_command(
