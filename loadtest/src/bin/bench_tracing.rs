@@ -28,6 +28,10 @@ struct Args {
     /// Only the API benchmark (the scheduling one takes minutes).
     #[arg(long)]
     skip_scheduling: bool,
+    /// Runs of each setting, taken in turn (off, each ratio, off, …): the median counts, as
+    /// one run of the same setting differs from the next by up to 15 % on this machine.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
 }
 
 /// One benchmark: the binary, its arguments, and how to read its figure from its output.
@@ -141,43 +145,67 @@ fn main() -> Result<()> {
     let settings: Vec<Option<f64>> = std::iter::once(None)
         .chain(args.ratios.iter().copied().map(Some))
         .collect();
-    let total = workloads.len() * settings.len();
+    let rounds = args.rounds.max(1);
+    let total = workloads.len() * settings.len() * rounds;
     let mut results = Vec::new();
     let mut done = 0;
     for workload in &workloads {
-        let mut figures = Vec::new();
-        for &ratio in &settings {
-            done += 1;
-            eprintln!(
-                "[{done}/{total}] {} with tracing {} …",
-                workload.name,
-                label(ratio)
-            );
-            let figure = run(workload, ratio)?;
-            eprintln!("        {figure:.0} {}", workload.unit);
-            figures.push((ratio, figure));
+        let mut runs: Vec<Vec<f64>> = vec![Vec::new(); settings.len()];
+        for _ in 0..rounds {
+            for (i, &ratio) in settings.iter().enumerate() {
+                done += 1;
+                eprintln!(
+                    "[{done}/{total}] {} with tracing {} …",
+                    workload.name,
+                    label(ratio)
+                );
+                let figure = run(workload, ratio)?;
+                eprintln!("        {figure:.0} {}", workload.unit);
+                runs[i].push(figure);
+            }
         }
-        results.push((workload, figures));
+        results.push((workload, runs));
     }
     println!("\n== tracing overhead (spans exported to SHOAL_TRACES) ==");
-    for (workload, figures) in results {
-        let off = figures[0].1;
-        println!("{}:", workload.name);
-        for (ratio, figure) in figures {
+    for (workload, runs) in results {
+        let off = median(&runs[0]);
+        println!(
+            "{}{}:",
+            workload.name,
+            if rounds > 1 {
+                ", median of the runs"
+            } else {
+                ""
+            }
+        );
+        for (&ratio, figures) in settings.iter().zip(&runs) {
             let goal = match ratio {
                 None => String::from("baseline"),
                 Some(r) if r <= 0.01 => String::from("goal >= 0.95"),
                 Some(_) => String::from("goal >= 0.85"),
             };
+            let each: Vec<String> = figures.iter().map(|f| format!("{f:.0}")).collect();
             println!(
-                "  tracing {:>4}: {figure:>8.0} {}   {:.2}× off   ({goal})",
+                "  tracing {:>4}: {:>8.0} {}   {:.2}× off   ({goal})   runs: {}",
                 label(ratio),
+                median(figures),
                 workload.unit,
-                figure / off
+                median(figures) / off,
+                each.join(", ")
             );
         }
     }
     Ok(())
+}
+
+fn median(figures: &[f64]) -> f64 {
+    let mut sorted = figures.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
 }
 
 #[cfg(test)]
@@ -191,5 +219,12 @@ mod tests {
         let sched = "Running 30000/30000 in 23.1 s (first create → last Running): 1299 pods/s   (goal >= 1,000 pods/s)\n";
         assert_eq!(scheduling_rate(sched), Some(1299.0));
         assert_eq!(api_rate("nothing"), None);
+    }
+
+    #[test]
+    fn the_median_of_odd_and_even_runs() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
     }
 }
