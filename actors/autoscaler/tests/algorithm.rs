@@ -31,7 +31,9 @@ fn hpa(yaml: &str) -> HorizontalPodAutoscaler {
     hpa
 }
 
-fn cpu_hpa(min: i32, max: i32, percent: i32, behavior: &str) -> HorizontalPodAutoscaler {
+/// An HPA on the Deployment `web`: `metrics` (the list's items) and `behavior` are YAML
+/// indented as under `spec`.
+fn web_hpa(min: i32, max: i32, metrics: &str, behavior: &str) -> HorizontalPodAutoscaler {
     hpa(&format!(
         "apiVersion: autoscaling/v2
 kind: HorizontalPodAutoscaler
@@ -41,12 +43,19 @@ spec:
   minReplicas: {min}
   maxReplicas: {max}
   metrics:
-  - type: Resource
+{metrics}{behavior}"
+    ))
+}
+
+fn cpu_hpa(min: i32, max: i32, percent: i32, behavior: &str) -> HorizontalPodAutoscaler {
+    let cpu = format!(
+        "  - type: Resource
     resource:
       name: cpu
       target: {{type: Utilization, averageUtilization: {percent}}}
-{behavior}"
-    ))
+"
+    );
+    web_hpa(min, max, &cpu, behavior)
 }
 
 /// A running, long-ready pod requesting `request_milli` CPU.
@@ -745,17 +754,7 @@ fn plan_reports_the_proposal_a_hook_may_replace() {
 
 /// An HPA on the Deployment `web` between 1 and 50 replicas with the metrics given in YAML.
 fn hpa_with(metrics_yaml: &str) -> HorizontalPodAutoscaler {
-    hpa(&format!(
-        "apiVersion: autoscaling/v2
-kind: HorizontalPodAutoscaler
-metadata: {{name: web, namespace: default}}
-spec:
-  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}
-  minReplicas: 1
-  maxReplicas: 50
-  metrics:
-{metrics_yaml}"
-    ))
+    web_hpa(1, 50, metrics_yaml, "")
 }
 
 // ContainerResource: the utilization of one container's request, not the pod's. The sidecar's
