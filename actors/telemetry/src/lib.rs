@@ -141,8 +141,10 @@ fn otlp_exporter(endpoint: &str) -> Result<opentelemetry_otlp::SpanExporter, Str
     built.map_err(|e| format!("OTLP exporter to {endpoint}: {e}"))
 }
 
-fn tracer_provider(config: &TelemetryConfig) -> Result<SdkTracerProvider, TelemetryError> {
-    let sampling = sampling::Sampling::from_env()?;
+fn tracer_provider(
+    config: &TelemetryConfig,
+    sampling: sampling::Sampling,
+) -> Result<SdkTracerProvider, TelemetryError> {
     let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
         .unwrap_or_else(|_| "http/protobuf".into());
@@ -217,14 +219,15 @@ pub fn init(config: TelemetryConfig) -> Result<Telemetry, TelemetryError> {
             .with_filter(filter)
             .boxed(),
     };
-    let provider = if tracing_disabled() {
-        None
+    // The sampler's variables are read once: the SDK's sampler and `work`'s skipping of
+    // decided-against traces must follow the same settings.
+    let (provider, traces) = if tracing_disabled() {
+        (None, None)
     } else {
-        Some(tracer_provider(&config)?)
-    };
-    let traces = match &provider {
-        Some(p) => Some(otel_layer(p, sampling::Sampling::from_env()?)),
-        None => None,
+        let sampling = sampling::Sampling::from_env()?;
+        let provider = tracer_provider(&config, sampling)?;
+        let layer = otel_layer(&provider, sampling);
+        (Some(provider), Some(layer))
     };
     tracing_subscriber::registry()
         .with(logs)

@@ -81,26 +81,6 @@ pub fn extract_traceparent(traceparent: &str) -> Context {
     TraceContextPropagator::new().extract(&TraceparentExtractor(traceparent))
 }
 
-/// Makes `headers`' trace the parent of `span` (call before the span is first entered). A
-/// missing or malformed context leaves the span a root of its own: the work goes on.
-pub fn continue_from_headers(span: &tracing::Span, headers: Option<&HeaderMap>) {
-    let cx = extract(headers);
-    if cx.span().span_context().is_valid() {
-        let _ = span.set_parent(cx);
-    }
-}
-
-/// Makes the trace of `traceparent` (e.g. the one that last changed an object) the parent
-/// of `span`.
-pub fn continue_from(span: &tracing::Span, traceparent: Option<&str>) {
-    if let Some(tp) = traceparent {
-        let cx = extract_traceparent(tp);
-        if cx.span().span_context().is_valid() {
-            let _ = span.set_parent(cx);
-        }
-    }
-}
-
 /// The current span's context as a traceparent, if it has a valid one.
 pub fn current_traceparent() -> Option<String> {
     let cx = current_context();
