@@ -527,21 +527,31 @@ fn max_replicas_limits_and_says_so() {
 // interval".
 #[test]
 fn scale_down_waits_for_the_stabilization_window() {
-    let hpa = cpu_hpa(1, 10, 50, "");
-    let mut history = History::default();
-    let (pods, busy) = uniform(4, 50);
-    let d = pass(&hpa, 4, &pods, &busy, t0(), &mut history);
-    assert_eq!(d.desired_replicas, 4);
-    let (_, idle) = uniform(4, 10);
-    let d = pass(&hpa, 4, &pods, &idle, at(60), &mut history);
-    assert_eq!(
-        d.desired_replicas, 4,
-        "a higher recommendation 60 s ago holds"
-    );
-    let able = condition(&d, "AbleToScale");
-    assert_eq!(able.reason, "ScaleDownStabilized");
-    let d = pass(&hpa, 4, &pods, &idle, at(301), &mut history);
-    assert_eq!(d.desired_replicas, 1, "the window has passed");
+    // The 300 s default holds without `behavior`, and with a `behavior` that only sets
+    // scaleUp.
+    let scale_up_only = "  behavior:
+    scaleUp: {policies: [{type: Pods, value: 10, periodSeconds: 15}]}
+";
+    for behavior in ["", scale_up_only] {
+        let hpa = cpu_hpa(1, 10, 50, behavior);
+        let mut history = History::default();
+        let (pods, busy) = uniform(4, 50);
+        let d = pass(&hpa, 4, &pods, &busy, t0(), &mut history);
+        assert_eq!(d.desired_replicas, 4);
+        let (_, idle) = uniform(4, 10);
+        let d = pass(&hpa, 4, &pods, &idle, at(60), &mut history);
+        assert_eq!(
+            d.desired_replicas, 4,
+            "a higher recommendation 60 s ago holds ({behavior:?})"
+        );
+        let able = condition(&d, "AbleToScale");
+        assert_eq!(able.reason, "ScaleDownStabilized");
+        let d = pass(&hpa, 4, &pods, &idle, at(301), &mut history);
+        assert_eq!(
+            d.desired_replicas, 1,
+            "the window has passed ({behavior:?})"
+        );
+    }
 }
 
 // Behavior example "scaleUp: policies: [{type: Percent, value: 900, periodSeconds: 60}]":
