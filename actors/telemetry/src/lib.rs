@@ -189,7 +189,7 @@ pub fn otel_layer<S>(provider: &SdkTracerProvider, sampling: sampling::Sampling)
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
 {
-    sampling::set_parent_decides(sampling.parent_based);
+    sampling::follow(sampling);
     INSTALLED.store(true, std::sync::atomic::Ordering::Relaxed);
     // Every traced span pays for what the layer records before the sampler has decided, so
     // only what an operator reads is kept: no per-span thread name (a String each), code

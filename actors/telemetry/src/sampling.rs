@@ -1,19 +1,88 @@
 //! Sampling from the standard `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` variables.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use opentelemetry_sdk::trace::Sampler;
+use opentelemetry::trace::{
+    Link, SamplingDecision, SamplingResult, SpanKind, TraceContextExt, TraceId, TraceState,
+};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, Sampler, ShouldSample};
 
 /// Whether this process follows a remote parent's decision (the default): then work in a
 /// trace decided against needs no spans at all ([`crate::work`]).
 static PARENT_DECIDES: AtomicBool = AtomicBool::new(true);
 
-pub fn set_parent_decides(parent_based: bool) {
-    PARENT_DECIDES.store(parent_based, Ordering::Relaxed);
+/// Makes `sampling` the settings [`crate::work`] decides by: they must be the SDK sampler's.
+pub(crate) fn follow(sampling: Sampling) {
+    PARENT_DECIDES.store(sampling.parent_based, Ordering::Relaxed);
+    ROOT_RATIO.store(sampling.ratio.to_bits(), Ordering::Relaxed);
 }
 
 pub fn parent_decides() -> bool {
     PARENT_DECIDES.load(Ordering::Relaxed)
+}
+
+/// The ratio of new root traces kept, as `f64` bits (1.0 until a sampler is installed).
+static ROOT_RATIO: AtomicU64 = AtomicU64::new(0x3FF0_0000_0000_0000);
+
+/// Decides a new root trace before any span of it exists: its trace id, and whether it is
+/// kept, by the same rule the standard ratio sampler applies to a trace id. [`crate::work`]
+/// makes a dropped root no span at all, only a context that carries the decision on.
+pub fn decide_root() -> (TraceId, bool) {
+    let trace_id = RandomIdGenerator::default().new_trace_id();
+    let ratio = f64::from_bits(ROOT_RATIO.load(Ordering::Relaxed));
+    let keep = Sampler::TraceIdRatioBased(ratio)
+        .should_sample(None, trace_id, "", &SpanKind::Internal, &[], &[])
+        .decision
+        == SamplingDecision::RecordAndSample;
+    (trace_id, keep)
+}
+
+/// Marks the (span-less) parent context of a new root whose sampling [`decide_root`]
+/// already settled, so the SDK's sampler follows that decision instead of drawing again.
+#[derive(Debug, Clone, Copy)]
+pub struct DecidedRoot(pub bool);
+
+/// The SDK sampler of Shoal's processes: a root decided up front keeps that decision; every
+/// other span is sampled as the standard variables ask.
+#[derive(Debug, Clone)]
+pub struct ShoalSampler {
+    standard: Sampler,
+}
+
+impl ShouldSample for ShoalSampler {
+    fn should_sample(
+        &self,
+        parent_context: Option<&Context>,
+        trace_id: TraceId,
+        name: &str,
+        span_kind: &SpanKind,
+        attributes: &[KeyValue],
+        links: &[Link],
+    ) -> SamplingResult {
+        let decided = parent_context
+            .filter(|cx| !cx.has_active_span())
+            .and_then(|cx| cx.get::<DecidedRoot>());
+        match decided {
+            Some(DecidedRoot(keep)) => SamplingResult {
+                decision: if *keep {
+                    SamplingDecision::RecordAndSample
+                } else {
+                    SamplingDecision::Drop
+                },
+                attributes: Vec::new(),
+                trace_state: TraceState::default(),
+            },
+            None => self.standard.should_sample(
+                parent_context,
+                trace_id,
+                name,
+                span_kind,
+                attributes,
+                links,
+            ),
+        }
+    }
 }
 
 /// What the variables ask for: a ratio of new root traces, and whether a remote parent's
@@ -71,7 +140,14 @@ impl Sampling {
         Sampling::from_vars(|k| std::env::var(k).ok())
     }
 
-    pub fn sampler(self) -> Sampler {
+    /// The SDK sampler for these settings.
+    pub fn sampler(self) -> ShoalSampler {
+        ShoalSampler {
+            standard: self.standard_sampler(),
+        }
+    }
+
+    fn standard_sampler(self) -> Sampler {
         let root = if self.ratio >= 1.0 {
             Sampler::AlwaysOn
         } else if self.ratio <= 0.0 {

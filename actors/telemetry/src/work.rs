@@ -9,20 +9,23 @@
 //! OpenTelemetry context while it runs, so whatever it sends downstream still names that
 //! trace and is skipped there too. A trace is kept whole or not at all.
 //!
-//! Work with no parent at all is a new root: its span is made, and the sampler decides.
+//! Work with no parent at all is a new root, sampled before its span is made: a dropped one
+//! makes none and carries an unsampled context (see [`Traced::new_root`]).
 
 use std::future::Future;
 
 use async_nats::HeaderMap;
 use futures::future::Either;
 use opentelemetry::context::FutureExt as _;
-use opentelemetry::trace::TraceContextExt;
+use opentelemetry::trace::{SpanContext, TraceContextExt, TraceFlags, TraceState};
 use opentelemetry::{Context, ContextGuard};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 use tracing::instrument::Instrumented;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::propagation;
+use crate::sampling::DecidedRoot;
 
 /// One unit of work's place in its trace: a span that records it, or only the context of an
 /// unsampled trace, carried on.
@@ -39,6 +42,15 @@ fn decided_against(cx: &Context) -> bool {
     let span = cx.span();
     let sc = span.span_context();
     sc.is_valid() && !sc.is_sampled() && crate::sampling::parent_decides()
+}
+
+/// Whether work started now would be the root of a new trace that [`Traced`] may sample up
+/// front: no span or context is current to continue, and remote parents decide for their
+/// children (otherwise every span decides for itself, as the SDK would).
+fn starts_a_trace() -> bool {
+    crate::sampling::parent_decides()
+        && tracing::Span::current().is_none()
+        && !Context::current().span().span_context().is_valid()
 }
 
 /// The unsampled trace the running code carries, if any: set by [`Traced::run`] or
@@ -82,6 +94,9 @@ impl Traced {
                     carried: Some(carried),
                 };
             }
+            if starts_a_trace() {
+                return Traced::new_root(make);
+            }
         }
         let span = make();
         if parent.span().span_context().is_valid() {
@@ -90,6 +105,33 @@ impl Traced {
         Traced {
             span,
             carried: None,
+        }
+    }
+
+    /// A new trace, sampled before any span of it exists. A dropped one makes no span: a
+    /// root span costs the same as any other before the sampler sees it, and at a 0.01 ratio
+    /// nearly every root is dropped. It carries an unsampled context instead, so whatever it
+    /// causes downstream is skipped too.
+    fn new_root(make: impl FnOnce() -> tracing::Span) -> Traced {
+        let (trace_id, keep) = crate::sampling::decide_root();
+        if keep {
+            let span = make();
+            let _ = span.set_parent(Context::new().with_value(DecidedRoot(true)));
+            return Traced {
+                span,
+                carried: None,
+            };
+        }
+        let dropped = SpanContext::new(
+            trace_id,
+            RandomIdGenerator::default().new_span_id(),
+            TraceFlags::default(),
+            false,
+            TraceState::default(),
+        );
+        Traced {
+            span: tracing::Span::none(),
+            carried: Some(Context::new().with_remote_span_context(dropped)),
         }
     }
 

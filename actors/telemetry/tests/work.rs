@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use opentelemetry::Context;
 use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Span, SpanData, SpanProcessor};
+use opentelemetry_sdk::trace::{SdkTracerProvider, Span, SpanData, SpanProcessor};
 use shoal_telemetry::propagation::current_traceparent;
 use shoal_telemetry::sampling::Sampling;
 use shoal_telemetry::work::{child_of_current, Traced};
@@ -54,23 +54,18 @@ impl Collected {
     }
 }
 
-/// Runs `f` under a subscriber with Shoal's layer: new roots sampled by `root`, remote
-/// parents followed when `parent_based`.
-fn traced(root: Sampler, parent_based: bool, f: impl FnOnce()) -> Collected {
+/// Runs `f` under a subscriber with Shoal's layer and sampler: new roots kept at `ratio`,
+/// remote parents followed when `parent_based`.
+fn traced(ratio: f64, parent_based: bool, f: impl FnOnce()) -> Collected {
     let collected = Collected::default();
-    let sampler = if parent_based {
-        Sampler::ParentBased(Box::new(root))
-    } else {
-        root
-    };
-    let provider = SdkTracerProvider::builder()
-        .with_sampler(sampler)
-        .with_span_processor(collected.clone())
-        .build();
     let sampling = Sampling {
         parent_based,
-        ratio: 1.0,
+        ratio,
     };
+    let provider = SdkTracerProvider::builder()
+        .with_sampler(sampling.sampler())
+        .with_span_processor(collected.clone())
+        .build();
     let subscriber =
         tracing_subscriber::registry().with(shoal_telemetry::otel_layer(&provider, sampling));
     tracing::subscriber::with_default(subscriber, f);
@@ -104,7 +99,7 @@ fn downstream(work: &Traced) -> Option<String> {
 #[test]
 fn a_sampled_trace_is_recorded_whole() {
     let mut sent = None;
-    let collected = traced(Sampler::AlwaysOff, true, || {
+    let collected = traced(0.0, true, || {
         let work = request(Some(SAMPLED));
         assert!(!work.span().is_none());
         sent = downstream(&work);
@@ -125,7 +120,7 @@ fn a_sampled_trace_is_recorded_whole() {
 #[test]
 fn work_in_a_trace_decided_against_makes_no_span_and_carries_the_trace_on() {
     let mut sent = None;
-    let collected = traced(Sampler::AlwaysOn, true, || {
+    let collected = traced(1.0, true, || {
         let work = request(Some(UNSAMPLED));
         assert!(work.span().is_none(), "no span for an unsampled parent");
         assert!(work
@@ -142,13 +137,13 @@ fn work_in_a_trace_decided_against_makes_no_span_and_carries_the_trace_on() {
 }
 
 #[test]
-fn a_new_root_the_sampler_drops_has_no_parts_and_says_so_downstream() {
+fn a_dropped_new_root_makes_no_span_and_says_so_downstream() {
     let mut sent = None;
-    let collected = traced(Sampler::AlwaysOff, true, || {
+    let collected = traced(0.0, true, || {
         let work = request(None);
         assert!(
-            !work.span().is_none(),
-            "a new root is made; the sampler decides"
+            work.span().is_none(),
+            "the root is dropped before it is made"
         );
         assert!(work
             .child(|| tracing::info_span!(target: "shoal::test", "part"))
@@ -162,8 +157,47 @@ fn a_new_root_the_sampler_drops_has_no_parts_and_says_so_downstream() {
 }
 
 #[test]
+fn a_kept_new_root_is_recorded_with_its_parts_and_says_so_downstream() {
+    let mut sent = None;
+    let collected = traced(1.0, true, || {
+        let work = request(None);
+        assert!(!work.span().is_none());
+        sent = downstream(&work);
+    });
+    assert_eq!(collected.names(), ["request", "write"]);
+    let trace = collected.trace_ids()[0].clone();
+    let sent = sent.expect("a traceparent downstream");
+    assert!(sent.starts_with(&format!("00-{trace}-")), "{sent}");
+    assert!(sent.ends_with("-01"), "{sent}");
+}
+
+/// The SDK keeps exactly the roots decided up front: were it to draw again, a 0.25 ratio
+/// would keep about 1 in 16.
+#[test]
+fn new_roots_are_kept_at_the_ratio_and_the_sdk_follows_the_decision() {
+    const ROOTS: usize = 4000;
+    let mut made = 0;
+    let collected = traced(0.25, true, || {
+        for _ in 0..ROOTS {
+            let work = request(None);
+            if !work.span().is_none() {
+                made += 1;
+            }
+            work.in_scope(|| drop(write()));
+        }
+    });
+    let names = collected.names();
+    let requests = names.iter().filter(|n| *n == "request").count();
+    let writes = names.iter().filter(|n| *n == "write").count();
+    assert_eq!(requests, made, "every root made is recorded");
+    assert_eq!(writes, made, "and so is its part");
+    let share = made as f64 / ROOTS as f64;
+    assert!((0.20..=0.30).contains(&share), "kept {share:.3} of roots");
+}
+
+#[test]
 fn without_parent_based_sampling_every_span_decides_for_itself() {
-    let collected = traced(Sampler::AlwaysOn, false, || {
+    let collected = traced(1.0, false, || {
         let work = request(Some(UNSAMPLED));
         assert!(!work.span().is_none());
         let _ = downstream(&work);
