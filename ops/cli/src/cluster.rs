@@ -80,18 +80,28 @@ pub fn state_replicas(args: &UpArgs) -> usize {
 /// server's monitoring endpoint, when it serves one) and each stream's replicas.
 pub async fn print_health(nats: &async_nats::Client, url: &str) {
     let health = ClusterHealth::read(nats).await;
-    if health.peers.is_empty() {
+    if health.cluster.is_none() {
         println!("NATS cluster: single server");
     } else {
+        let meta = meta_cluster(url).await;
+        // The meta group counts every JetStream server, even one whose client URL the
+        // connected server has not heard of yet (or one that listens on several addresses).
+        // Right after a start, the connected server may not have heard of its peers yet.
+        let servers = match &meta {
+            Ok(m) if m.size > 0 => m.size,
+            _ => health.servers.len().max(1),
+        };
         println!(
-            "NATS cluster: {} servers ({} and {})",
-            health.peers.len() + 1,
+            "NATS cluster: {servers} servers (connected to {}; client URLs {})",
             health.connected,
-            health.peers.join(", ")
+            health.servers.join(", ")
         );
-        let leader = match meta_leader(url).await {
-            Ok(Some(leader)) => leader,
-            Ok(None) => "none (no quorum)".to_string(),
+        let leader = match meta {
+            Ok(MetaCluster {
+                leader: Some(leader),
+                ..
+            }) => leader,
+            Ok(_) => "none (no quorum)".to_string(),
             Err(e) => format!("unknown ({e})"),
         };
         println!("JetStream meta leader: {leader}");
@@ -114,8 +124,8 @@ pub async fn print_health(nats: &async_nats::Client, url: &str) {
 /// One line under `shoal get nodes` on a NATS cluster: the servers and whether the state
 /// stream is fully replicated, so a lost server shows next to the lost nodes.
 pub async fn print_footer(nats: &async_nats::Client) {
-    let servers = nats.server_info().connect_urls.len() + 1;
-    if servers == 1 {
+    let servers = shoal_bus::cluster::health::cluster_urls(&nats.server_info()).len();
+    if servers <= 1 {
         return;
     }
     let js = async_nats::jetstream::new(nats.clone());
@@ -128,8 +138,15 @@ pub async fn print_footer(nats: &async_nats::Client) {
     );
 }
 
-/// The JetStream meta leader as the monitoring endpoint of the server at `url` reports it.
-async fn meta_leader(url: &str) -> Result<Option<String>> {
+/// The JetStream meta group as one server's monitoring endpoint reports it.
+struct MetaCluster {
+    leader: Option<String>,
+    /// Servers in the meta group (0 when the endpoint does not say).
+    size: usize,
+}
+
+/// The JetStream meta group as the monitoring endpoint of the server at `url` reports it.
+async fn meta_cluster(url: &str) -> Result<MetaCluster> {
     let first = shoal_bus::server_urls(url)
         .first()
         .copied()
@@ -140,11 +157,17 @@ async fn meta_leader(url: &str) -> Result<Option<String>> {
         .map(|(h, _)| h)
         .unwrap_or("127.0.0.1");
     let jsz = fetch_monitor(&format!("{host}:{MONITOR_PORT}"), "/jsz").await?;
-    Ok(jsz
-        .pointer("/meta_cluster/leader")
-        .and_then(|l| l.as_str())
-        .filter(|l| !l.is_empty())
-        .map(String::from))
+    Ok(MetaCluster {
+        leader: jsz
+            .pointer("/meta_cluster/leader")
+            .and_then(|l| l.as_str())
+            .filter(|l| !l.is_empty())
+            .map(String::from),
+        size: jsz
+            .pointer("/meta_cluster/cluster_size")
+            .and_then(|n| n.as_u64())
+            .unwrap_or(0) as usize,
+    })
 }
 
 /// GETs a JSON page of a nats-server's monitoring endpoint.

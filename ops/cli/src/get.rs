@@ -65,6 +65,10 @@ pub async fn run(session: &Session, args: GetArgs) -> Result<i32> {
             // kubectl's --watch-only: the list only fixes the revision to watch from.
         } else if format.is_empty() || wide {
             if objects.is_empty() {
+                // No node left is when the servers' health matters most.
+                if info.kind == "Node" && !args.no_headers {
+                    crate::cluster::print_footer(&session.nats).await;
+                }
                 continue;
             }
             if multiple_kinds && i > 0 {

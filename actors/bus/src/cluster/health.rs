@@ -82,9 +82,25 @@ impl StreamHealth {
 pub struct ClusterHealth {
     /// The server this client is connected to.
     pub connected: String,
-    /// Client URLs of the other servers of the cluster, as the connected server gossips them.
-    pub peers: Vec<String>,
+    /// The NATS cluster it is a server of (`None`: a server of its own).
+    pub cluster: Option<String>,
+    /// Client URLs of the cluster's servers, the connected one's included, as it gossips them
+    /// (empty for a server outside any cluster).
+    pub servers: Vec<String>,
     pub streams: Vec<StreamHealth>,
+}
+
+/// The client URLs of every server of the connected server's cluster, its own included (a
+/// server lists its own beside its peers'), each once; empty outside a cluster.
+pub fn cluster_urls(info: &async_nats::ServerInfo) -> Vec<String> {
+    let mut urls: Vec<String> = info
+        .connect_urls
+        .iter()
+        .map(|u| u.trim_start_matches("nats://").to_string())
+        .collect();
+    urls.sort();
+    urls.dedup();
+    urls
 }
 
 fn replica(peer: &jetstream::stream::PeerInfo) -> Replica {
@@ -138,7 +154,8 @@ impl ClusterHealth {
         }
         ClusterHealth {
             connected: info.server_name.clone(),
-            peers: info.connect_urls.clone(),
+            cluster: info.cluster.clone().filter(|c| !c.is_empty()),
+            servers: cluster_urls(&info),
             streams,
         }
     }
