@@ -1,7 +1,9 @@
 //! Interactive exec end to end: `shoal up` with a real node agent, and stock kubectl (the
 //! WebSocket remote-command protocol, v5) and `shoal exec` driven through a real
 //! pseudo-terminal the test holds: a shell's typed input runs, its exit code becomes the
-//! client's; `-i` with piped stdin echoes it back through `cat`.
+//! client's; `-i` with piped stdin echoes it back through `cat`. Also stock kubectl following
+//! a Deployment of real replicas: `rollout status`, `wait --for=condition=Available`, and a
+//! `rollout restart` that replaces every running container.
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -214,4 +216,106 @@ fn kubectl_and_shoal_exec_it_through_a_pseudo_terminal() {
     let (ok, out, err) = cluster.run(&["exec", "box", "--", "sh", "-c", "echo one-shot"]);
     assert!(ok, "{err}");
     assert_eq!(out, "one-shot\n");
+}
+
+const DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - {name: main, image: "shoal/busybox:1.35", command: ["sleep", "3600"]}
+"#;
+
+/// `kubectl ARGS` against the cluster's gateway; returns (success, stdout, stderr).
+fn kubectl_run(dir: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = kubectl(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    eprintln!("$ kubectl {}\n{}{}", args.join(" "), out.1, out.2);
+    out
+}
+
+/// The names of the Deployment's pods, and how many of them are Running.
+fn web_pods(dir: &std::path::Path) -> (Vec<String>, usize) {
+    let (_, out, _) = kubectl_run(dir, &["get", "pods", "-l", "app=web", "--no-headers"]);
+    let names = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    let running = out.lines().filter(|l| l.contains(" Running ")).count();
+    (names, running)
+}
+
+#[test]
+fn kubectl_follows_a_rollout_of_real_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path(), &[]);
+    let manifest = dir.path().join("web.yaml");
+    std::fs::write(&manifest, DEPLOYMENT).unwrap();
+    let (ok, out, err) = kubectl_run(dir.path(), &["apply", "-f", manifest.to_str().unwrap()]);
+    assert!(
+        ok && out.contains("deployment.apps/web created"),
+        "{out}{err}"
+    );
+
+    let status = ["rollout", "status", "deploy/web", "--timeout=90s"];
+    let (ok, out, err) = kubectl_run(dir.path(), &status);
+    assert!(ok && out.contains("successfully rolled out"), "{out}{err}");
+    let (ok, out, err) = kubectl_run(
+        dir.path(),
+        &[
+            "wait",
+            "--for=condition=Available",
+            "deploy/web",
+            "--timeout=60s",
+        ],
+    );
+    assert!(ok && out.contains("condition met"), "{out}{err}");
+    let (first, running) = web_pods(dir.path());
+    assert_eq!((first.len(), running), (2, 2), "{first:?}");
+
+    // A restart rolls every pod: rollout status follows the new ReplicaSet until the old
+    // one's containers are gone.
+    let (ok, out, err) = kubectl_run(dir.path(), &["rollout", "restart", "deploy/web"]);
+    assert!(ok && out.contains("restarted"), "{out}{err}");
+    let (ok, out, err) = kubectl_run(dir.path(), &status);
+    assert!(ok && out.contains("successfully rolled out"), "{out}{err}");
+    cluster.wait("only the new pods, both running", |_| {
+        let (names, running) = web_pods(dir.path());
+        names.len() == 2 && running == 2 && names.iter().all(|n| !first.contains(n))
+    });
+    let (ok, out, err) = kubectl_run(
+        dir.path(),
+        &[
+            "get",
+            "rs",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.replicas} {end}",
+        ],
+    );
+    assert!(ok, "{err}");
+    let mut replicas: Vec<&str> = out.split_whitespace().collect();
+    replicas.sort();
+    assert_eq!(
+        replicas,
+        ["0", "2"],
+        "the old ReplicaSet scaled to 0, the new one to 2"
+    );
 }
