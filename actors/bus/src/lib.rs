@@ -81,20 +81,42 @@ pub async fn connect(
         None => "_INBOX".to_string(),
     };
     let identity = auth.describe();
-    auth.apply(async_nats::ConnectOptions::new())
-        .event_callback(move |event| {
-            violations::report(&inbox, &identity, &event);
-            async {}
-        })
-        .name(name)
-        .max_reconnects(None)
-        .connection_timeout(CONNECT_TIMEOUT)
-        .reconnect_delay_callback(reconnect_delay)
-        .request_timeout(Some(std::time::Duration::from_secs(10)))
-        .ping_interval(PING_INTERVAL)
-        .connect(server_urls(url).as_slice())
-        .await
+    let mut refusals = 0;
+    loop {
+        let (inbox, identity) = (inbox.clone(), identity.clone());
+        let connected = auth
+            .apply(async_nats::ConnectOptions::new())
+            .event_callback(move |event| {
+                violations::report(&inbox, &identity, &event);
+                async {}
+            })
+            .name(name)
+            .max_reconnects(None)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .reconnect_delay_callback(reconnect_delay)
+            .request_timeout(Some(std::time::Duration::from_secs(10)))
+            .ping_interval(PING_INTERVAL)
+            .connect(server_urls(url).as_slice())
+            .await;
+        match connected {
+            // A server reloading its identities (`shoal creds create` on the cluster's
+            // machine) re-checks every connection it holds, and one whose CONNECT it has not
+            // read yet fails that check: a credential the server admits can be refused once.
+            // A revoked one is refused every time, and is reported after these retries.
+            Err(e)
+                if e.kind() == async_nats::ConnectErrorKind::AuthorizationViolation
+                    && refusals < AUTHORIZATION_RETRIES =>
+            {
+                refusals += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+            other => return other,
+        }
+    }
 }
+
+/// Attempts after a first refusal of the credential before it counts as refused.
+const AUTHORIZATION_RETRIES: u32 = 3;
 
 /// How often a connection proves its server alive.
 pub const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3);
