@@ -23,6 +23,13 @@ use crate::store::{raw_from_stored, RawEvent, Store};
 /// Between attempts to resume an interrupted watch.
 const RESUME: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
 
+/// The longest a pull of the watch's consumer waits on the server. The client asks for idle
+/// heartbeats at half of it and recreates the consumer after two missed ones: an ephemeral
+/// consumer lives on the stream's leader, so when that server dies the watch is silent until
+/// then. With async-nats' defaults (30 s pulls, 15 s heartbeats) a list behind it waited out
+/// its 10 s deadline; the price is one pull request per idle watch every 3 s.
+const PULL_EXPIRES: Duration = Duration::from_secs(3);
+
 /// The log no longer holds everything after the watch's revision: relist, then watch from
 /// the list's revision (410 Gone / Expired in Kubernetes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -121,6 +128,7 @@ async fn stream_from(
             deliver_policy: DeliverPolicy::ByStartSequence {
                 start_sequence: *next,
             },
+            max_expires: PULL_EXPIRES,
             ..Default::default()
         })
         .await

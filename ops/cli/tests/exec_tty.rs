@@ -235,18 +235,9 @@ spec:
 
 /// `kubectl ARGS` against the cluster's gateway; returns (success, stdout, stderr).
 fn kubectl_run(dir: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let out = kubectl(dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let out = (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    eprintln!("$ kubectl {}\n{}{}", args.join(" "), out.1, out.2);
-    out
+    let mut command = kubectl(dir);
+    command.args(args);
+    up_cluster::run_shown(command, &format!("kubectl {}", args.join(" ")))
 }
 
 /// The names of the Deployment's pods, and how many of them are Running.

@@ -18,7 +18,9 @@ use nix::unistd::Pid;
 use shoal_bus::tied::TiedToThisThread;
 use shoal_node::testnet::Fabric;
 
-const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+mod up_cluster;
+use up_cluster::SHOAL;
+
 const SERVERS: usize = 3;
 /// Three control planes starting on two cores, then a Raft election (4–9 s in nats-server).
 const CONVERGE: Duration = Duration::from_secs(120);
@@ -103,21 +105,13 @@ impl World {
 
     /// `shoal ARGS` as the admin, run on the fourth host.
     fn shoal(&self, urls: &str, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new("ip")
+        let mut command = Command::new("ip");
+        command
             .args(["netns", "exec", &self.fabric.hosts[SERVERS].netns, SHOAL])
             .args(args)
             .env("SHOAL_NATS", urls)
-            .env("SHOAL_CREDS", self.data_dir(0).join("auth/creds/admin.nk"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let out = (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        );
-        eprintln!("$ shoal {}\n{}{}", args.join(" "), out.1, out.2);
-        out
+            .env("SHOAL_CREDS", self.data_dir(0).join("auth/creds/admin.nk"));
+        up_cluster::run_shown(command, &format!("shoal {}", args.join(" ")))
     }
 
     /// The servers' logs, for a failure message.

@@ -44,14 +44,7 @@ impl Cluster {
     }
 
     pub fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = self.command(args).output().unwrap();
-        let out = (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        );
-        eprintln!("$ shoal {}\n{}{}", args.join(" "), out.1, out.2);
-        out
+        run_shown(self.command(args), &format!("shoal {}", args.join(" ")))
     }
 
     pub fn wait(&self, what: &str, ok: impl FnMut(&Cluster) -> bool) {
@@ -139,6 +132,19 @@ impl Drop for Cluster {
             .stderr(Stdio::null())
             .status();
     }
+}
+
+/// Runs `command` with no stdin; returns (success, stdout, stderr), and shows them under
+/// `shown` in the test's output (printed only when it fails).
+pub fn run_shown(mut command: Command, shown: &str) -> (bool, String, String) {
+    let out = command.stdin(Stdio::null()).output().unwrap();
+    let out = (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    eprintln!("$ {shown}\n{}{}", out.1, out.2);
+    out
 }
 
 pub fn free_port() -> u16 {
