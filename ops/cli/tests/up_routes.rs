@@ -242,10 +242,10 @@ fn three_shoal_ups_with_routes_form_one_cluster_whose_health_the_cli_shows() {
             .shoal(&survivors, &["apply", "-f", manifest.to_str().unwrap()])
             .0
     });
-    let (ok, out, err) = world.shoal(&survivors, &["get", "pods", "-o", "name"]);
-    assert!(ok, "{err}");
-    assert!(
-        out.contains("pod/before") && out.contains("pod/after"),
-        "{out}"
-    );
+    // Every API replica's cache catches up with the new leader (its watch is recreated once
+    // the dead leader's heartbeats are missed) and lists both pods.
+    world.wait_for("both pods listed after the kill", CONVERGE, || {
+        let (ok, out, _) = world.shoal(&survivors, &["get", "pods", "-o", "name"]);
+        ok && out.contains("pod/before") && out.contains("pod/after")
+    });
 }
