@@ -40,8 +40,13 @@ struct Pending {
 }
 
 impl Pending {
+    /// The queue; a thread that panicked holding it left whole spans, so it stays usable.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<SpanData>> {
+        self.spans.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn take(&self) -> Vec<SpanData> {
-        std::mem::take(&mut *self.spans.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *self.lock())
     }
 }
 
@@ -168,7 +173,7 @@ impl SpanProcessor for BoundedProcessor {
         if !span.span_context.is_sampled() {
             return;
         }
-        let mut spans = self.pending.spans.lock().unwrap_or_else(|e| e.into_inner());
+        let mut spans = self.pending.lock();
         if spans.len() >= QUEUE_CAPACITY {
             drop(spans);
             self.dropped.inc();

@@ -38,13 +38,13 @@ pub fn decide_root() -> (TraceId, bool) {
     (trace_id, keep)
 }
 
-/// Marks the (span-less) parent context of a new root whose sampling [`decide_root`]
-/// already settled, so the SDK's sampler follows that decision instead of drawing again.
+/// Marks the (span-less) parent context of a new root that [`decide_root`] kept, so the
+/// SDK's sampler records it instead of drawing again (a dropped root makes no span at all).
 #[derive(Debug, Clone, Copy)]
-pub struct DecidedRoot(pub bool);
+pub struct KeptRoot;
 
-/// The SDK sampler of Shoal's processes: a root decided up front keeps that decision; every
-/// other span is sampled as the standard variables ask.
+/// The SDK sampler of Shoal's processes: a root kept up front is recorded; every other span
+/// is sampled as the standard variables ask.
 #[derive(Debug, Clone)]
 pub struct ShoalSampler {
     standard: Sampler,
@@ -60,28 +60,17 @@ impl ShouldSample for ShoalSampler {
         attributes: &[KeyValue],
         links: &[Link],
     ) -> SamplingResult {
-        let decided = parent_context
-            .filter(|cx| !cx.has_active_span())
-            .and_then(|cx| cx.get::<DecidedRoot>());
-        match decided {
-            Some(DecidedRoot(keep)) => SamplingResult {
-                decision: if *keep {
-                    SamplingDecision::RecordAndSample
-                } else {
-                    SamplingDecision::Drop
-                },
+        let kept = parent_context
+            .is_some_and(|cx| !cx.has_active_span() && cx.get::<KeptRoot>().is_some());
+        if kept {
+            return SamplingResult {
+                decision: SamplingDecision::RecordAndSample,
                 attributes: Vec::new(),
                 trace_state: TraceState::default(),
-            },
-            None => self.standard.should_sample(
-                parent_context,
-                trace_id,
-                name,
-                span_kind,
-                attributes,
-                links,
-            ),
+            };
         }
+        self.standard
+            .should_sample(parent_context, trace_id, name, span_kind, attributes, links)
     }
 }
 

@@ -25,7 +25,7 @@ use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::propagation;
-use crate::sampling::DecidedRoot;
+use crate::sampling::KeptRoot;
 
 /// One unit of work's place in its trace: a span that records it, or only the context of an
 /// unsampled trace, carried on.
@@ -116,7 +116,7 @@ impl Traced {
         let (trace_id, keep) = crate::sampling::decide_root();
         if keep {
             let span = make();
-            let _ = span.set_parent(Context::new().with_value(DecidedRoot(true)));
+            let _ = span.set_parent(Context::new().with_value(KeptRoot));
             return Traced {
                 span,
                 carried: None,

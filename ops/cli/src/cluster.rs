@@ -86,7 +86,6 @@ pub async fn print_health(nats: &async_nats::Client, url: &str) {
         let meta = meta_cluster(url).await;
         // The meta group counts every JetStream server, even one whose client URL the
         // connected server has not heard of yet (or one that listens on several addresses).
-        // Right after a start, the connected server may not have heard of its peers yet.
         let servers = match &meta {
             Ok(m) if m.size > 0 => m.size,
             _ => health.servers.len().max(1),
@@ -124,10 +123,12 @@ pub async fn print_health(nats: &async_nats::Client, url: &str) {
 /// One line under `shoal get nodes` on a NATS cluster: the servers and whether the state
 /// stream is fully replicated, so a lost server shows next to the lost nodes.
 pub async fn print_footer(nats: &async_nats::Client) {
-    let servers = shoal_bus::cluster::health::cluster_urls(&nats.server_info()).len();
-    if servers <= 1 {
+    use shoal_bus::cluster::health::{cluster_name, cluster_urls};
+    let info = nats.server_info();
+    if cluster_name(&info).is_none() {
         return;
     }
+    let servers = cluster_urls(&info).len().max(1);
     let js = async_nats::jetstream::new(nats.clone());
     let state =
         shoal_bus::cluster::health::stream_health(&js, bus_schemas::subjects::OBJECTS_STREAM).await;

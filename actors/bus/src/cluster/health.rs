@@ -90,6 +90,12 @@ pub struct ClusterHealth {
     pub streams: Vec<StreamHealth>,
 }
 
+/// The NATS cluster the connected server belongs to (`None`: a server of its own). A
+/// clustered server may not have heard of its peers yet, so this, not their URLs, decides.
+pub fn cluster_name(info: &async_nats::ServerInfo) -> Option<String> {
+    info.cluster.clone().filter(|c| !c.is_empty())
+}
+
 /// The client URLs of every server of the connected server's cluster, its own included (a
 /// server lists its own beside its peers'), each once; empty outside a cluster.
 pub fn cluster_urls(info: &async_nats::ServerInfo) -> Vec<String> {
@@ -154,7 +160,7 @@ impl ClusterHealth {
         }
         ClusterHealth {
             connected: info.server_name.clone(),
-            cluster: info.cluster.clone().filter(|c| !c.is_empty()),
+            cluster: cluster_name(&info),
             servers: cluster_urls(&info),
             streams,
         }
