@@ -48,6 +48,14 @@ pub struct ChaosArgs {
     /// The `shoal` binary the actor processes run (default: next to this one).
     #[arg(long)]
     pub shoal_bin: Option<PathBuf>,
+    /// The faults injected, in turn (e.g. `--faults cut` to study host cuts alone).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "actor,server,cut"
+    )]
+    pub faults: Vec<cluster::FaultKind>,
 }
 
 fn shoal_bin(args: &ChaosArgs) -> Result<PathBuf> {
@@ -82,6 +90,14 @@ pub fn run(args: ChaosArgs) -> Result<()> {
     println!("chaos run: {:.0} s in all", started.elapsed().as_secs_f64());
     report.print();
     if report.findings.is_empty() {
+        if !report.unsettled.is_empty() {
+            // Not a violation of the history, but the logs are what explains it.
+            let kept = dir.keep();
+            println!(
+                "the processes' logs of the unsettled run are kept in {}",
+                kept.display()
+            );
+        }
         Ok(())
     } else {
         // The processes' logs explain a violation: they outlive the run then.
@@ -108,10 +124,11 @@ impl Report {
         println!("faults injected: {}", self.faults.len());
         for f in &self.faults {
             println!(
-                "  {:>6.1}s  {:<40} converged in {}",
+                "  {:>6.1}s  {:<40} converged in {} ({})",
                 f.at.as_secs_f64(),
                 f.what,
-                f.converged.map(ms).unwrap_or_else(|| "never".into())
+                f.converged.map(ms).unwrap_or_else(|| "never".into()),
+                f.parts.describe()
             );
         }
         let mut conv: Vec<Duration> = self.faults.iter().filter_map(|f| f.converged).collect();
@@ -184,12 +201,13 @@ async fn run_on_client(args: ChaosArgs, plan: cluster::Plan) -> Result<Report> {
         if start.elapsed() >= Duration::from_secs(args.seconds) {
             break;
         }
-        let record = world.inject(round, start, &api).await;
+        let record = world.inject(round, &args.faults, start, &api).await;
         println!(
-            "  fault {}: {} (converged in {})",
+            "  fault {}: {} (converged in {}: {})",
             round + 1,
             record.what,
-            record.converged.map(ms).unwrap_or_else(|| "never".into())
+            record.converged.map(ms).unwrap_or_else(|| "never".into()),
+            record.parts.describe()
         );
         faults.push(record);
         round += 1;
@@ -204,6 +222,7 @@ async fn run_on_client(args: ChaosArgs, plan: cluster::Plan) -> Result<Report> {
     .await;
     let settle = settle_start.elapsed();
     let (counts, mut findings) = check::check(&history, &final_state);
+
     let nodes: Vec<String> = final_state.ready_nodes.iter().cloned().collect();
     findings.extend(inspect::containers(&api, &world.nats, &nodes).await);
     findings.extend(inspect::caches(&api, &world.nats, world.processes.len()).await);

@@ -169,15 +169,25 @@ impl AgentCtx {
         what: NodeReport,
         body: Vec<u8>,
     ) -> Result<bytes::Bytes, String> {
+        self.report_within(what, body, REPORT_TIMEOUT).await
+    }
+
+    /// [`Self::report`], waiting at most `timeout`.
+    pub(crate) async fn report_within(
+        &self,
+        what: NodeReport,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<bytes::Bytes, String> {
         let subject = subjects::node_report(&self.config.node_name, what);
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(
             shoal_bus::client::HEADER_TIMEOUT_MS,
-            REPORT_TIMEOUT.as_millis().to_string().as_str(),
+            timeout.as_millis().to_string().as_str(),
         );
         shoal_telemetry::propagation::inject_current(&mut headers);
         let reply = tokio::time::timeout(
-            REPORT_TIMEOUT,
+            timeout,
             self.nats
                 .request_with_headers(subject, headers, body.into()),
         )
@@ -579,27 +589,45 @@ async fn register(ctx: &Arc<AgentCtx>, facts: &MachineFacts, hollow: bool) {
     }
 }
 
+/// Beats every `heartbeat_interval`, whatever became of the last beat.
+///
+/// NOTE: a beat waits for its answer about one interval (at least 1 s). A beat is stale once the next
+/// one is due, and waiting longer is what kept nodes NotReady after a network partition
+/// healed: a beat sent into the cut hung for the full report timeout (10 s), then the loop
+/// slept another interval, so the first beat after the link returned came up to 14 s later.
 async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
-    let mut since_status = Duration::ZERO;
+    let interval = ctx.config.heartbeat_interval;
+    // Tests beat twice a second; an answer that slow still counts.
+    let patience = interval.max(Duration::from_secs(1));
+    let mut beats = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    // A beat that took its whole interval is followed at once by the next one, not by a
+    // burst of the ones it missed.
+    beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut status_sent = tokio::time::Instant::now();
     let mut reported = health(&ctx).await;
     loop {
-        tokio::time::sleep(ctx.config.heartbeat_interval).await;
-        if let Err(e) = ctx.report(NodeReport::Heartbeat, Vec::new()).await {
+        beats.tick().await;
+        if let Err(e) = ctx
+            .report_within(NodeReport::Heartbeat, Vec::new(), patience)
+            .await
+        {
             tracing::warn!(node = %ctx.config.node_name, error = %e, "heartbeat failed");
         }
-        since_status += ctx.config.heartbeat_interval;
         // Pressure and uplink changes are reported at once; otherwise status is refreshed
         // periodically.
         let now = health(&ctx).await;
-        if since_status >= ctx.config.status_interval || now != reported {
+        if status_sent.elapsed() >= ctx.config.status_interval || now != reported {
             let node = node_object(&ctx.config, &facts, hollow, &now);
             let Ok(body) = codec::to_msgpack(&node) else {
                 continue;
             };
             // A change that did not land is tried again at the next heartbeat.
-            match ctx.report(NodeReport::NodeStatus, body).await {
+            match ctx
+                .report_within(NodeReport::NodeStatus, body, patience)
+                .await
+            {
                 Ok(_) => {
-                    since_status = Duration::ZERO;
+                    status_sent = tokio::time::Instant::now();
                     reported = now;
                 }
                 Err(e) => {

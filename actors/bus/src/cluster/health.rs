@@ -55,6 +55,20 @@ impl StreamHealth {
                 .all(|r| r.state == ReplicaState::Current)
     }
 
+    /// [`Self::fully_replicated`], except that a follower at most `max_behind` operations
+    /// behind counts as keeping up: under a steady stream of writes a healthy follower is
+    /// always an entry or two behind whenever the leader is asked.
+    pub fn keeping_up(&self, max_behind: u64) -> bool {
+        self.error.is_none()
+            && self.leader.is_some()
+            && self.followers.len() + 1 >= self.replicas_configured
+            && self.followers.iter().all(|r| match r.state {
+                ReplicaState::Current => true,
+                ReplicaState::Lagging(Some(behind)) => behind <= max_behind,
+                ReplicaState::Lagging(None) | ReplicaState::Offline => false,
+            })
+    }
+
     /// `leader s1, s2 current, s3 lagging (12)`: the one-line form the CLI prints.
     pub fn summary(&self) -> String {
         if let Some(e) = &self.error {
@@ -194,6 +208,8 @@ mod tests {
             },
         ]);
         assert!(!h.fully_replicated());
+        assert!(!h.keeping_up(11));
+        assert!(h.keeping_up(12));
         assert_eq!(
             h.summary(),
             "R3 leader s1, s2 current, s3 lagging (12 behind)"
