@@ -359,9 +359,10 @@ impl World {
         while start.elapsed() < CONVERGE_WITHIN {
             let now = self.serving(api).await;
             let at = start.elapsed();
-            if std::env::var_os("SHOAL_CHAOS_DEBUG").is_some() {
+            if super::debugging() {
                 eprintln!(
-                    "  {:>5.1}s serving? write {} nodes Ready {} objects {}",
+                    "  {} {:>5.1}s serving? write {} nodes Ready {} objects {}",
+                    chrono::Utc::now().format("%H:%M:%S%.3f"),
                     at.as_secs_f64(),
                     now.write,
                     now.nodes_ready,
@@ -450,6 +451,12 @@ impl World {
                 }
             }
         };
+        if super::debugging() {
+            eprintln!(
+                "  {} fault over: {what}",
+                chrono::Utc::now().format("%H:%M:%S%.3f")
+            );
+        }
         let parts = self.wait_serving(api).await;
         FaultRecord {
             at,

@@ -75,6 +75,12 @@ fn shoal_bin(args: &ChaosArgs) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// `SHOAL_CHAOS_DEBUG` set: every convergence poll is printed and the processes' logs are
+/// kept, however the run ends.
+pub fn debugging() -> bool {
+    std::env::var_os("SHOAL_CHAOS_DEBUG").is_some()
+}
+
 pub fn run(args: ChaosArgs) -> Result<()> {
     let shoal = shoal_bin(&args)?;
     let fabric = cluster::fabric()?;
@@ -90,13 +96,10 @@ pub fn run(args: ChaosArgs) -> Result<()> {
     println!("chaos run: {:.0} s in all", started.elapsed().as_secs_f64());
     report.print();
     if report.findings.is_empty() {
-        if !report.unsettled.is_empty() {
+        if !report.unsettled.is_empty() || debugging() {
             // Not a violation of the history, but the logs are what explains it.
             let kept = dir.keep();
-            println!(
-                "the processes' logs of the unsettled run are kept in {}",
-                kept.display()
-            );
+            println!("the processes' logs are kept in {}", kept.display());
         }
         Ok(())
     } else {
