@@ -192,11 +192,11 @@ pub fn free_port() -> Result<u16, NatsdError> {
     Ok(listener.local_addr().map_err(NatsdError::NoPort)?.port())
 }
 
-/// How long a configuration reload may take to admit a new identity.
 /// How often a server pings a silent client, and how many unanswered pings close it.
 const CLIENT_PING_INTERVAL: Duration = Duration::from_secs(2);
 const CLIENT_PING_MAX: u32 = 2;
 
+/// How long a configuration reload may take to admit a new identity.
 const RELOAD_WITHIN: Duration = Duration::from_secs(10);
 
 /// Signals the nats-server whose pid file this is to reload its configuration.

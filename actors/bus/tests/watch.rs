@@ -50,6 +50,15 @@ async fn write(store: &Store, name: &str, value: u32) -> u64 {
     }
 }
 
+/// The watch's next event, within 30 s.
+async fn next_event(watch: &mut RawWatch, what: &str) -> shoal_bus::store::RawEvent {
+    tokio::time::timeout(Duration::from_secs(30), watch.next())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no event within 30 s"))
+        .expect("watch open")
+        .expect("nothing compacted")
+}
+
 #[tokio::test]
 async fn a_watch_survives_a_server_restart_without_loss_or_duplicates() {
     let dir = tempfile::tempdir().unwrap();
@@ -68,11 +77,7 @@ async fn a_watch_survives_a_server_restart_without_loss_or_duplicates() {
     }
     let mut seen = Vec::new();
     while seen.len() < written.len() {
-        let ev = tokio::time::timeout(Duration::from_secs(30), watch.next())
-            .await
-            .expect("events keep arriving after the restart")
-            .expect("watch open")
-            .expect("nothing compacted");
+        let ev = next_event(&mut watch, "events keep arriving after the restart").await;
         seen.push(ev.revision);
     }
     let unique: HashSet<u64> = seen.iter().copied().collect();
@@ -103,11 +108,7 @@ async fn a_watch_resumes_within_seconds_of_a_long_outage() {
     let (mut natsd, store) = setup(dir.path()).await;
     let mut watch = RawWatch::start(store.clone(), subjects::objects_of("pod", None), 1);
     let before = write(&store, "before", 1).await;
-    let first = tokio::time::timeout(Duration::from_secs(30), watch.next())
-        .await
-        .expect("the first event arrives")
-        .expect("watch open")
-        .expect("nothing compacted");
+    let first = next_event(&mut watch, "the first event arrives").await;
     assert_eq!(first.revision, before);
     natsd.kill().await;
     // The outage itself (a fault held for its length), not a wait for anything.
@@ -115,11 +116,7 @@ async fn a_watch_resumes_within_seconds_of_a_long_outage() {
     natsd.restart().await.expect("the server comes back");
     let back = tokio::time::Instant::now();
     let after = write(&store, "after", 2).await;
-    let next = tokio::time::timeout(Duration::from_secs(30), watch.next())
-        .await
-        .expect("events arrive after the outage")
-        .expect("watch open")
-        .expect("nothing compacted");
+    let next = next_event(&mut watch, "events arrive after the outage").await;
     assert_eq!(next.revision, after);
     let waited = back.elapsed();
     assert!(

@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use async_nats::jetstream::{self, stream};
 use bus_schemas::subjects;
 use futures::StreamExt;
+use shoal_bus::cluster::health::stream_health;
 
 pub struct Figures {
     pub writes: usize,
@@ -26,27 +27,19 @@ fn bench_subject(replicas: usize, token: &str) -> String {
 /// by `js` (as the API: only it may manage streams and write the bench subjects).
 async fn rate(js: &jetstream::Context, replicas: usize, writes: usize) -> Result<f64> {
     let name = format!("CHAOS_BENCH_R{replicas}");
-    let mut created = js
-        .get_or_create_stream(stream::Config {
-            name: name.clone(),
-            subjects: vec![bench_subject(replicas, "*")],
-            storage: stream::StorageType::File,
-            num_replicas: replicas,
-            ..Default::default()
-        })
-        .await
-        .with_context(|| format!("creating {name}"))?;
+    js.get_or_create_stream(stream::Config {
+        name: name.clone(),
+        subjects: vec![bench_subject(replicas, "*")],
+        storage: stream::StorageType::File,
+        num_replicas: replicas,
+        ..Default::default()
+    })
+    .await
+    .with_context(|| format!("creating {name}"))?;
     // A new replicated stream answers writes once its Raft group has elected a leader;
     // one published before that is refused (no responders), which would count as lost.
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let info = created
-            .info()
-            .await
-            .with_context(|| format!("reading {name}"))?;
-        if info.cluster.as_ref().is_some_and(|c| c.leader.is_some()) {
-            break;
-        }
+    while stream_health(js, &name).await.leader.is_none() {
         if Instant::now() > deadline {
             bail!("{name} has no leader after 30 s");
         }

@@ -591,10 +591,11 @@ async fn register(ctx: &Arc<AgentCtx>, facts: &MachineFacts, hollow: bool) {
 
 /// Beats every `heartbeat_interval`, whatever became of the last beat.
 ///
-/// NOTE: a beat waits for its answer about one interval (at least 1 s). A beat is stale once the next
-/// one is due, and waiting longer is what kept nodes NotReady after a network partition
-/// healed: a beat sent into the cut hung for the full report timeout (10 s), then the loop
-/// slept another interval, so the first beat after the link returned came up to 14 s later.
+/// NOTE: a beat waits for its answer about one interval (at least 1 s). A beat is stale once
+/// the next one is due, and waiting longer is what kept nodes NotReady after a network
+/// partition healed: a beat sent into the cut hung for the full report timeout (10 s), then
+/// the loop slept another interval, so the first beat after the link returned came up to
+/// 14 s later.
 async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
     let interval = ctx.config.heartbeat_interval;
     // Tests beat twice a second; an answer that slow still counts.

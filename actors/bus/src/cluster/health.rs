@@ -46,27 +46,26 @@ pub struct StreamHealth {
 impl StreamHealth {
     /// Every configured replica is the leader or a current follower.
     pub fn fully_replicated(&self) -> bool {
-        self.error.is_none()
-            && self.leader.is_some()
-            && self.followers.len() + 1 >= self.replicas_configured
-            && self
-                .followers
-                .iter()
-                .all(|r| r.state == ReplicaState::Current)
+        self.every_follower(|state| *state == ReplicaState::Current)
     }
 
     /// [`Self::fully_replicated`], except that a follower at most `max_behind` operations
     /// behind counts as keeping up: under a steady stream of writes a healthy follower is
     /// always an entry or two behind whenever the leader is asked.
     pub fn keeping_up(&self, max_behind: u64) -> bool {
+        self.every_follower(|state| match state {
+            ReplicaState::Current => true,
+            ReplicaState::Lagging(Some(behind)) => *behind <= max_behind,
+            ReplicaState::Lagging(None) | ReplicaState::Offline => false,
+        })
+    }
+
+    /// The stream has a leader and every configured follower, each one `ok`.
+    fn every_follower(&self, ok: impl Fn(&ReplicaState) -> bool) -> bool {
         self.error.is_none()
             && self.leader.is_some()
             && self.followers.len() + 1 >= self.replicas_configured
-            && self.followers.iter().all(|r| match r.state {
-                ReplicaState::Current => true,
-                ReplicaState::Lagging(Some(behind)) => behind <= max_behind,
-                ReplicaState::Lagging(None) | ReplicaState::Offline => false,
-            })
+            && self.followers.iter().all(|r| ok(&r.state))
     }
 
     /// `leader s1, s2 current, s3 lagging (12)`: the one-line form the CLI prints.
