@@ -40,6 +40,12 @@ pub struct DeleteOptions {
     pub preconditions: Option<Preconditions>,
 }
 
+/// What a delete refused with 409 because its [`Preconditions`] name another object (another
+/// uid, or an older resourceVersion) says: the object the caller meant is gone or changed, so
+/// there is nothing to retry. A 409 without it is a lost race, worth retrying.
+pub const DELETE_PRECONDITIONS_FAILED: &str =
+    "the delete preconditions (uid, resourceVersion) do not match";
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Preconditions {

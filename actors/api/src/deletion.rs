@@ -30,8 +30,10 @@ impl ApiServer {
         let ns = default_namespace::<K>(&options.namespace);
         let name = &options.name;
         let propagation = Propagation::parse(options.propagation_policy.as_deref(), name)?;
-        for _ in 0..MAX_UNCONDITIONAL_RETRIES {
-            let Some((current, revision)) = self.current::<K>(&ns, name).await? else {
+        for attempt in 0..MAX_UNCONDITIONAL_RETRIES {
+            let Some((current, revision)) =
+                self.current_for_attempt::<K>(&ns, name, attempt).await?
+            else {
                 return Err(Status::not_found(K::INFO.kind, &ns, name));
             };
             if let Some(pre) = &options.preconditions {
@@ -45,7 +47,7 @@ impl ApiServer {
                         K::INFO.kind,
                         &ns,
                         name,
-                        "the delete preconditions (uid, resourceVersion) do not match",
+                        bus_schemas::api::DELETE_PRECONDITIONS_FAILED,
                     ));
                 }
             }

@@ -186,12 +186,34 @@ impl ApiServer {
         namespace: &str,
         name: &str,
     ) -> Result<Option<(K, u64)>, Status> {
+        self.current_read::<K>(namespace, name, false).await
+    }
+
+    /// The base of a compare-and-swap write's attempt `attempt` (from 0): after a lost race
+    /// the version is read from the stream's leader, since a replica that trails it would
+    /// hand every retry the same old version.
+    pub(crate) async fn current_for_attempt<K: Resource>(
+        &self,
+        namespace: &str,
+        name: &str,
+        attempt: usize,
+    ) -> Result<Option<(K, u64)>, Status> {
+        self.current_read::<K>(namespace, name, attempt > 0).await
+    }
+
+    async fn current_read<K: Resource>(
+        &self,
+        namespace: &str,
+        name: &str,
+        from_leader: bool,
+    ) -> Result<Option<(K, u64)>, Status> {
         let subject = subject_of::<K>(namespace, name);
-        let raw = self
-            .store
-            .get_raw(&subject)
-            .await
-            .map_err(|e| store_error(K::INFO.kind, namespace, name, e))?;
+        let raw = if from_leader {
+            self.store.get_raw_from_leader(&subject).await
+        } else {
+            self.store.get_raw(&subject).await
+        }
+        .map_err(|e| store_error(K::INFO.kind, namespace, name, e))?;
         match raw {
             Some(raw) if !raw.is_tombstone() => {
                 let obj = self.decode_stored::<K>(&raw)?;
@@ -247,8 +269,9 @@ impl ApiServer {
                 }
             }
         }
+        // Attempt 0 read the cache, 1 a replica; from 2 on the leader answers.
         Ok(self
-            .current::<K>(namespace, name)
+            .current_for_attempt::<K>(namespace, name, attempt.saturating_sub(1))
             .await?
             .map(|(obj, revision)| (obj, revision, false)))
     }
@@ -323,7 +346,7 @@ impl ApiServer {
                     let subject = subject_of::<K>(&ns, &name);
                     let last = self
                         .store
-                        .get_raw(&subject)
+                        .get_raw_from_leader(&subject)
                         .await
                         .map_err(|e| store_error(K::INFO.kind, &ns, &name, e))?;
                     match last {

@@ -269,6 +269,26 @@ impl Store {
         }
     }
 
+    /// As [`Store::get_raw`], answered by the stream's leader, so never older than the last
+    /// acknowledged write. NATS does not promise that of a direct get: any replica may
+    /// answer one, and a replica still catching up (after a partition) answers an old
+    /// version, on which a retried compare-and-swap loses again. Costs the leader a request,
+    /// so it is for retries after a lost race, not for every read.
+    pub async fn get_raw_from_leader(&self, subject: &str) -> Result<Option<RawEvent>, StoreError> {
+        match self.stream.get_last_raw_message_by_subject(subject).await {
+            Ok(msg) => Ok(Some(raw_from_stored(
+                msg.subject.to_string(),
+                msg.sequence,
+                &msg.headers,
+                msg.payload,
+            ))),
+            Err(e) if matches!(e.kind(), stream::LastRawMessageErrorKind::NoMessageFound) => {
+                Ok(None)
+            }
+            Err(e) => Err(StoreError::unavailable(e)),
+        }
+    }
+
     /// Every version the log still keeps under `subject` (at most [`VERSIONS_KEPT`]),
     /// oldest first. For the rare questions the newest version cannot answer, such as
     /// "did this request write any of them?".
@@ -324,18 +344,35 @@ impl Store {
             .payload(Bytes::from(payload))
             .headers(headers)
             .expected_last_subject_sequence(expected);
-        let ack = self
-            .js
-            .send_publish(subject.to_string(), publish)
-            .await
-            .map_err(|e| map_publish_err(e, subject, expected))?;
-        let ack = ack
-            .await
-            .map_err(|e| map_publish_err(e, subject, expected))?;
-        Ok(Written {
-            revision: ack.sequence,
-            duplicate: ack.duplicate,
-        })
+        let sent = self.js.send_publish(subject.to_string(), publish).await;
+        let acked = match sent {
+            Ok(ack) => ack.await,
+            Err(e) => Err(e),
+        };
+        match acked.map_err(|e| map_publish_err(e, subject, expected)) {
+            Ok(ack) => Ok(Written {
+                revision: ack.sequence,
+                duplicate: ack.duplicate,
+            }),
+            Err(StoreError::StreamMissing) => Err(self.unanswered_write().await),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Why no server took a write. NATS answers "no responders" both when the stream is gone
+    /// and, on a cluster, while its replicas elect a leader (seconds after a partition heals);
+    /// only the second is routine, and telling an operator to re-initialise the cluster then
+    /// would be dangerous. So the stream's info decides, briefly: a leaderless stream still
+    /// has it.
+    async fn unanswered_write(&self) -> StoreError {
+        const ASK_WITHIN: Duration = Duration::from_millis(500);
+        let info = tokio::time::timeout(ASK_WITHIN, self.stream.get_info()).await;
+        match info.map(|answer| answer.map_err(map_info_err)) {
+            Ok(Err(StoreError::StreamMissing)) => StoreError::StreamMissing,
+            _ => StoreError::Unavailable(format!(
+                "no server took the write to {OBJECTS_STREAM}: the stream has no leader at the moment (a NATS cluster elects one within seconds of losing it); retry"
+            )),
+        }
     }
 
     /// The version stored at exactly `revision`.

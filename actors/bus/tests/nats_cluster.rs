@@ -288,6 +288,45 @@ fn killing_any_one_server_loses_no_acknowledged_write_and_the_cluster_keeps_serv
     });
 }
 
+/// A stream whose replicas have no leader answers no write, exactly as a deleted stream does
+/// ("no responders"). The store must not call it missing: that error tells an operator to
+/// re-create the cluster's state, while a NATS cluster elects a new leader on its own.
+#[test]
+fn writes_to_a_leaderless_stream_are_unavailable_not_a_missing_stream() {
+    World::new().run(|hosts, dir, _links| async move {
+        let (mut cluster, store) = r3_cluster(&hosts, &dir).await;
+        let lead = leader(&store).await;
+        // The survivor is a follower: with two of three replicas gone it can elect no one.
+        cluster.kill(lead).await;
+        cluster.kill((lead + 1) % SERVERS).await;
+        let start = Instant::now();
+        let mut attempts = 0;
+        let reason = loop {
+            assert!(
+                start.elapsed() < CONVERGE,
+                "after {attempts} writes in {CONVERGE:?}, none was refused as leaderless"
+            );
+            attempts += 1;
+            let (subject, meta) = (
+                subject(&format!("leaderless-{attempts}")),
+                WriteMeta::default(),
+            );
+            let attempt = store.write(&subject, EventType::Added, b"x".to_vec(), 0, &meta);
+            match tokio::time::timeout(Duration::from_secs(3), attempt).await {
+                Ok(Err(StoreError::StreamMissing)) => {
+                    panic!("a write to a leaderless stream was reported as a missing stream")
+                }
+                Ok(Err(StoreError::Unavailable(why))) if why.contains("no leader") => break why,
+                Ok(Ok(w)) => panic!("one server of three acknowledged a write: {w:?}"),
+                // Still reconnecting to the survivor, or waiting for an answer.
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        };
+        assert!(reason.contains(subjects::OBJECTS_STREAM), "{reason}");
+        drop(cluster);
+    });
+}
+
 #[test]
 fn a_partitioned_minority_server_acknowledges_no_write() {
     World::new().run(|hosts, dir, links| async move {
@@ -389,6 +428,57 @@ fn after_healing_a_partition_every_replica_converges() {
         .unwrap()
         .unwrap();
         assert_all_present(&store, &acked).await;
+        drop(cluster);
+    });
+}
+
+/// After a lost race the API reads an object's version from the stream's leader: a direct get
+/// is answered by the client's own server first, which may be a follower that has not yet
+/// applied the last acknowledged write; the leader's answer never trails it.
+#[test]
+fn a_read_from_the_leader_is_never_behind_an_acknowledged_write() {
+    World::new().run(|hosts, dir, _links| async move {
+        let (cluster, store) = r3_cluster(&hosts, &dir).await;
+        let follower = (leader(&store).await + 1) % SERVERS;
+        let api = cluster.creds(&Role::Api).await.unwrap();
+        let nats = shoal_bus::connect(&cluster.server_url(follower), "near-a-follower", &api)
+            .await
+            .unwrap();
+        let near_follower = Store::open(nats).await.unwrap();
+        let object = subject("read-your-write");
+        let (mut last, mut direct_behind) = (0, 0);
+        for i in 0..200u32 {
+            let written = near_follower
+                .write(
+                    &object,
+                    EventType::Modified,
+                    i.to_be_bytes().to_vec(),
+                    last,
+                    &WriteMeta::default(),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("write {i}: {e}"));
+            last = written.revision;
+            let from_leader = near_follower.get_raw_from_leader(&object).await.unwrap();
+            assert_eq!(
+                from_leader.map(|raw| (raw.revision, raw.payload.to_vec())),
+                Some((last, i.to_be_bytes().to_vec())),
+                "the leader's read after write {i}"
+            );
+            let direct = near_follower.get_raw(&object).await.unwrap();
+            if direct.map(|raw| raw.revision) != Some(last) {
+                direct_behind += 1;
+            }
+        }
+        assert_eq!(
+            near_follower
+                .get_raw_from_leader(&subject("never-written"))
+                .await
+                .unwrap()
+                .map(|r| r.revision),
+            None
+        );
+        eprintln!("direct gets behind the acknowledged write: {direct_behind} of 200");
         drop(cluster);
     });
 }

@@ -277,6 +277,21 @@ async fn a_state_stream_deleted_under_an_open_store_is_reported_as_missing() {
         Err(shoal_bus::StoreError::StreamMissing) => {}
         other => panic!("expected StreamMissing, got {other:?}"),
     }
+    // A write nobody answers is told apart from one to a leaderless stream by asking the
+    // stream's info: here it is really gone.
+    let written = store
+        .write(
+            &subjects::object("configmap", "default", "x"),
+            shoal_bus::EventType::Added,
+            vec![1],
+            0,
+            &shoal_bus::WriteMeta::default(),
+        )
+        .await;
+    match written {
+        Err(shoal_bus::StoreError::StreamMissing) => {}
+        other => panic!("expected StreamMissing, got {other:?}"),
+    }
 }
 
 /// Issue 14: the log's compaction revision is where watches must start above. One from at

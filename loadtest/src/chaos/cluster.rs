@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use bus_schemas::kinds::{Lease, Node};
 use bus_schemas::subjects;
-use shoal_bus::cluster::health::stream_health;
+use shoal_bus::cluster::health::{stream_health, StreamHealth};
 use shoal_bus::cluster::testing::{NatsCluster, ServerHost};
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::ApiClient;
@@ -24,6 +24,11 @@ const CONVERGE_WITHIN: Duration = Duration::from_secs(60);
 const IN_FLIGHT_ENTRIES: u64 = 16;
 /// A cut host stays cut this long.
 const CUT_FOR: Duration = Duration::from_secs(10);
+/// How long each check of "serving" may take: a write acknowledged later than this does not
+/// count (Kubernetes' SLO for a single object's mutating call is a p99 of 1 s). Unbounded, a
+/// stream-info request that nobody answered (5 s) or a create that the client retried (up
+/// to 8 s) held up the whole round, so a part that had healed was seen seconds late.
+const CHECK_WITHIN: Duration = Duration::from_secs(1);
 
 pub fn fabric() -> Result<Fabric> {
     Fabric::new(SERVERS + 1).context("building the test fabric (needs root and iproute2)")
@@ -334,18 +339,25 @@ impl World {
         // Checked together, so one slow answer does not delay seeing the others.
         let all_nodes = bus_schemas::api::ListOptions::default();
         let (write, health, nodes) = tokio::join!(
-            api.create(&probe),
-            stream_health(&js, subjects::OBJECTS_STREAM),
-            api.list::<Node>(&all_nodes)
+            tokio::time::timeout(CHECK_WITHIN, api.create(&probe)),
+            tokio::time::timeout(CHECK_WITHIN, stream_health(&js, subjects::OBJECTS_STREAM)),
+            tokio::time::timeout(CHECK_WITHIN, api.list::<Node>(&all_nodes))
         );
-        let write = write.is_ok();
+        let write = matches!(write, Ok(Ok(_)));
+        let health = health.unwrap_or_else(|_| StreamHealth {
+            stream: subjects::OBJECTS_STREAM.to_string(),
+            replicas_configured: SERVERS,
+            leader: None,
+            followers: Vec::new(),
+            error: Some(format!("no answer within {CHECK_WITHIN:?}")),
+        });
         let replicated = health.keeping_up(IN_FLIGHT_ENTRIES);
         let nodes_ready = match nodes {
-            Ok(nodes) => {
+            Ok(Ok(nodes)) => {
                 nodes.items.len() == SERVERS * self.nodes_per_host
                     && nodes.items.iter().all(Node::is_ready)
             }
-            Err(_) => false,
+            _ => false,
         };
         let replication = health.summary();
         Serving {

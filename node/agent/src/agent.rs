@@ -14,6 +14,7 @@ use bus_schemas::kinds::{Node, Pod};
 use bus_schemas::meta::Condition;
 use bus_schemas::subjects::{self, NodeReport};
 use bus_schemas::{codec, Resource};
+use shoal_bus::backoff::Backoff;
 use shoal_bus::informer::INDEX_NODE;
 use shoal_bus::{InformerFactory, ObjectKey, Store};
 use shoal_node::Runtime;
@@ -252,14 +253,29 @@ impl AgentCtx {
         let Ok(body) = codec::to_msgpack(&options) else {
             return true;
         };
-        match self.report(NodeReport::PodDelete, body).await {
-            Ok(_) => true,
-            Err(e) if e.starts_with("404") || e.starts_with("409") => true,
-            Err(e) => {
-                tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod deletion not confirmed; will retry");
-                false
-            }
+        let answer = self.report(NodeReport::PodDelete, body).await;
+        let settled = deletion_settled(&answer);
+        if let (false, Err(e)) = (settled, &answer) {
+            tracing::warn!(pod = %ObjectKey::of(pod), error = %e, "pod deletion not confirmed; will retry");
         }
+        settled
+    }
+}
+
+/// Whether the API's answer to a deletion confirmation ends the worker's part: done, already
+/// gone (404), or a conflict because the name now holds another pod (preconditions). Any
+/// other conflict is a lost race that must be retried.
+///
+/// NOTE: every 409 used to count as done. The API answers 409 also when its compare-and-swap
+/// lost to other writers sixteen times running (a replica whose reads trail, after a
+/// partition), and a pod whose confirmation was dropped that way stayed terminating for good:
+/// nothing else wakes its worker.
+fn deletion_settled(answer: &Result<bytes::Bytes, String>) -> bool {
+    match answer {
+        Ok(_) => true,
+        Err(e) if e.starts_with("404") => true,
+        Err(e) if e.starts_with("409") => e.contains(bus_schemas::api::DELETE_PRECONDITIONS_FAILED),
+        Err(_) => false,
     }
 }
 
@@ -606,13 +622,19 @@ async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
     beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut status_sent = tokio::time::Instant::now();
     let mut reported = health(&ctx).await;
+    let mut failed_beats = 0u32;
     loop {
         beats.tick().await;
-        if let Err(e) = ctx
+        match ctx
             .report_within(NodeReport::Heartbeat, Vec::new(), patience)
             .await
         {
-            tracing::warn!(node = %ctx.config.node_name, error = %e, "heartbeat failed");
+            Ok(_) => failed_beats = 0,
+            Err(e) => {
+                tracing::warn!(node = %ctx.config.node_name, error = %e, "heartbeat failed");
+                beats.reset_after(beat_retry_delay(failed_beats, interval));
+                failed_beats = failed_beats.saturating_add(1);
+            }
         }
         // Pressure and uplink changes are reported at once; otherwise status is refreshed
         // periodically.
@@ -637,6 +659,21 @@ async fn heartbeat_loop(ctx: Arc<AgentCtx>, facts: MachineFacts, hollow: bool) {
             }
         }
     }
+}
+
+/// How soon a failed heartbeat is tried again: 250 ms, doubling, at most 1 s (and never
+/// later than the next regular beat), each spread by up to a fifth either way.
+///
+/// NOTE: a node is marked Ready again by its first beat that lands. Waiting a whole interval
+/// (5 s) after a failed one kept nodes NotReady up to 5 s after the state stream had a
+/// leader again following a network cut. The jitter keeps a fleet of agents, which all
+/// failed together, from retrying in lockstep against an API that has just come back.
+fn beat_retry_delay(failures: u32, interval: Duration) -> Duration {
+    const BEAT_RETRY: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(1));
+    let jittered = BEAT_RETRY
+        .delay(failures)
+        .mul_f64(rand::random_range(0.8..1.2));
+    jittered.min(interval)
 }
 
 /// Keeps one worker per pod bound to this node, fed by the shared pod cache.
@@ -788,6 +825,38 @@ async fn manage_pods(ctx: Arc<AgentCtx>, informers: InformerFactory) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_deletion_that_landed_or_cannot_land_ends_the_worker() {
+        let refused = |e: &str| Err::<bytes::Bytes, String>(e.to_string());
+        assert!(deletion_settled(&Ok(bytes::Bytes::new())));
+        assert!(deletion_settled(&refused(
+            "404: Pod \"default/a\" not found"
+        )));
+        let other_pod = format!(
+            "409: Operation cannot be fulfilled on Pod \"default/a\": {}",
+            bus_schemas::api::DELETE_PRECONDITIONS_FAILED
+        );
+        assert!(deletion_settled(&refused(&other_pod)));
+        assert!(!deletion_settled(&refused(
+            "409: Operation cannot be fulfilled on Pod \"default/a\": too many concurrent writers"
+        )));
+        assert!(!deletion_settled(&refused("503: state log unavailable")));
+        assert!(!deletion_settled(&refused("timed out")));
+    }
+
+    #[test]
+    fn a_failed_beat_is_retried_within_a_second_and_never_after_the_next_beat() {
+        let ms = |d: Duration| d.as_millis();
+        for _ in 0..100 {
+            let first = beat_retry_delay(0, Duration::from_secs(5));
+            assert!((200..=300).contains(&ms(first)), "{first:?}");
+            let later = beat_retry_delay(10, Duration::from_secs(5));
+            assert!((800..=1200).contains(&ms(later)), "{later:?}");
+            // Tests beat twice a second: a retry never waits past the next regular beat.
+            assert!(beat_retry_delay(10, Duration::from_millis(500)) <= Duration::from_millis(500));
+        }
+    }
 
     #[test]
     fn container_backoff_doubles_from_the_base_up_to_the_cap() {

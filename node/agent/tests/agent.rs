@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::Pod;
-use common::{container, one_node, pod, wait_pod};
+use common::{container, one_node, pod, push_busybox, wait_pod, Node};
 use shoal_node::LinuxRuntime;
 
 #[actix::test]
@@ -275,6 +275,81 @@ async fn the_agent_lists_what_its_runtime_really_holds() {
             "the deleted pod's sandbox is still held: {held:?}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    node.stop().await;
+}
+
+/// The node's Lease renewal time, once the node has one.
+async fn renewed_at(
+    api: &shoal_bus::ApiClient,
+    node: &str,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    api.get::<bus_schemas::kinds::Lease>(shoal_api::NODE_LEASE_NAMESPACE, node)
+        .await
+        .ok()
+        .and_then(|l| l.spec.renew_time)
+}
+
+/// Issue 14: after an outage a node is Ready again with its first beat that lands, so a
+/// failed beat is retried within about a second rather than at the next regular beat. With
+/// beats every 6 s and the API back half a second after a failed one, the next regular beat
+/// would come over 5 s later.
+#[actix::test]
+async fn a_failed_heartbeat_is_retried_within_a_second_of_the_api_returning() {
+    const INTERVAL: Duration = Duration::from_secs(6);
+    let mut cluster = shoal_api::local::LocalCluster::start().await.unwrap();
+    push_busybox(&cluster).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::new(dir.path());
+    node.heartbeat_interval = INTERVAL;
+    node.start(&cluster).await;
+    let api = cluster.api();
+
+    // A beat (the first comes one interval after registration) marks the phase of the next.
+    let deadline = tokio::time::Instant::now() + INTERVAL * 3;
+    let first = loop {
+        if let Some(t) = renewed_at(&api, &node.name).await {
+            break t;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the node never heartbeated"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let beat_seen = tokio::time::Instant::now();
+    loop {
+        let t = renewed_at(&api, &node.name).await;
+        if t.is_some_and(|t| t > first) {
+            break;
+        }
+        assert!(
+            beat_seen.elapsed() < INTERVAL * 2,
+            "the node's second beat never came"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let phase = tokio::time::Instant::now();
+
+    // The outage: no API replica answers until half a second after the next beat failed.
+    cluster.stop_api_replica(0);
+    tokio::time::sleep_until(phase + INTERVAL + Duration::from_millis(500)).await;
+    cluster.add_api_replica().await.unwrap();
+    let back = tokio::time::Instant::now();
+    let returned_at = chrono::Utc::now();
+
+    loop {
+        if renewed_at(&api, &node.name)
+            .await
+            .is_some_and(|t| t >= returned_at)
+        {
+            break;
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(3),
+            "no beat landed within 3 s of the API's return (beats every {INTERVAL:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     node.stop().await;
 }

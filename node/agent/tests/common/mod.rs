@@ -27,6 +27,8 @@ pub struct Node {
     /// Where pods may mount host paths (tests that read what containers wrote after they
     /// died): the node's `--allow-host-path`.
     pub allow_host_path: Vec<PathBuf>,
+    /// Twice a second unless a test needs the agent's own pace.
+    pub heartbeat_interval: Duration,
 }
 
 fn shim() -> PathBuf {
@@ -52,6 +54,7 @@ impl Node {
                 rand::random::<u8>()
             ),
             allow_host_path: vec![],
+            heartbeat_interval: Duration::from_millis(500),
         }
     }
 
@@ -75,7 +78,7 @@ impl Node {
         let mut config = AgentConfig::new(self.name.clone(), self.cidr.clone());
         config.backoff_base = Duration::from_millis(500);
         config.sync_period = Duration::from_millis(200);
-        config.heartbeat_interval = Duration::from_millis(500);
+        config.heartbeat_interval = self.heartbeat_interval;
         // These nodes' network is this machine's own namespace: keep the service proxy from
         // loading its nftables table there (tests/hostnet.rs and the multi-node tests cover it).
         config.proxy.enabled = false;
