@@ -258,12 +258,7 @@ impl Store {
     /// The newest version stored under `subject` (a tombstone included), if any.
     pub async fn get_raw(&self, subject: &str) -> Result<Option<RawEvent>, StoreError> {
         match self.stream.direct_get_last_for_subject(subject).await {
-            Ok(msg) => Ok(Some(raw_from_stored(
-                msg.subject.to_string(),
-                msg.sequence,
-                &msg.headers,
-                msg.payload,
-            ))),
+            Ok(msg) => Ok(Some(raw_from_message(msg))),
             Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound) => Ok(None),
             Err(e) => Err(StoreError::unavailable(e)),
         }
@@ -276,12 +271,7 @@ impl Store {
     /// so it is for retries after a lost race, not for every read.
     pub async fn get_raw_from_leader(&self, subject: &str) -> Result<Option<RawEvent>, StoreError> {
         match self.stream.get_last_raw_message_by_subject(subject).await {
-            Ok(msg) => Ok(Some(raw_from_stored(
-                msg.subject.to_string(),
-                msg.sequence,
-                &msg.headers,
-                msg.payload,
-            ))),
+            Ok(msg) => Ok(Some(raw_from_message(msg))),
             Err(e) if matches!(e.kind(), stream::LastRawMessageErrorKind::NoMessageFound) => {
                 Ok(None)
             }
@@ -303,12 +293,7 @@ impl Store {
             {
                 Ok(msg) => {
                     from = msg.sequence + 1;
-                    versions.push(raw_from_stored(
-                        msg.subject.to_string(),
-                        msg.sequence,
-                        &msg.headers,
-                        msg.payload,
-                    ));
+                    versions.push(raw_from_message(msg));
                 }
                 Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound) => {
                     return Ok(versions)
@@ -378,12 +363,7 @@ impl Store {
     /// The version stored at exactly `revision`.
     pub async fn get_at(&self, revision: u64) -> Result<Option<RawEvent>, StoreError> {
         match self.stream.direct_get(revision).await {
-            Ok(msg) => Ok(Some(raw_from_stored(
-                msg.subject.to_string(),
-                msg.sequence,
-                &msg.headers,
-                msg.payload,
-            ))),
+            Ok(msg) => Ok(Some(raw_from_message(msg))),
             Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound) => Ok(None),
             Err(e) => Err(StoreError::unavailable(e)),
         }
@@ -586,6 +566,16 @@ fn map_publish_err(
         PublishErrorKind::MaxPayloadExceeded => StoreError::TooLarge(e.to_string()),
         _ => StoreError::unavailable(e),
     }
+}
+
+/// A version read back by a get (direct or from the leader).
+fn raw_from_message(msg: jetstream::message::StreamMessage) -> RawEvent {
+    raw_from_stored(
+        msg.subject.to_string(),
+        msg.sequence,
+        &msg.headers,
+        msg.payload,
+    )
 }
 
 pub(crate) fn raw_from_stored(

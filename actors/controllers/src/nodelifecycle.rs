@@ -198,47 +198,40 @@ pub fn eviction_time(
     earliest
 }
 
+/// Tries of a node's condition and taint writes that lost a race (client-go's
+/// `retry.DefaultRetry`: five).
+const CONFLICT_TRIES: usize = 5;
+
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
     let now = podutil::now();
     let name = node.metadata.name.clone();
     let lease = ctx.leases.get(NODE_LEASE_NAMESPACE, &name);
     let tunables: &Tunables = &ctx.tunables;
-    let decision = decide_node(&node, lease.as_deref(), now, tunables.node_monitor_grace);
+    // NOTE: after a conflict the node is read again from the API, not the cache, and the
+    // write retried at once (Kubernetes' RetryOnConflict). Agents write their nodes too, and
+    // after a partition heals this process's cache can trail the log by seconds: retried
+    // from the cache through the work queue's back-off, a node's Ready condition conflicted
+    // six times running and reached the log 5 s after its heartbeats did.
     let mut current = (*node).clone();
-    if let Some(ready) = &decision.ready {
-        let mut next = current.clone();
-        next.status.conditions.retain(|c| c.type_ != "Ready");
-        next.status.conditions.push(ready.clone());
-        current = ctx
-            .api
-            .update_status(&next)
-            .await
-            .map_err(|e| ReconcileError::api("update-status", "Node", name.clone(), e))?;
-        if ready.status == "Unknown" {
-            ctx.events.record(
-                &current,
-                WARNING,
-                "NodeNotReady",
-                format!("Node {name} status is now: NodeNotReady"),
-            );
-        } else {
-            ctx.events.record(
-                &current,
-                NORMAL,
-                "NodeReady",
-                format!("Node {name} status is now: NodeReady"),
-            );
+    let mut tries = 1;
+    let decision = loop {
+        let decision = decide_node(&current, lease.as_deref(), now, tunables.node_monitor_grace);
+        match write_decision(&ctx, &current, &decision).await {
+            Ok(written) => {
+                current = written;
+                break decision;
+            }
+            Err((_, e)) if e.is_conflict() && tries < CONFLICT_TRIES => {
+                tries += 1;
+                current = ctx
+                    .api
+                    .get::<Node>("", &name)
+                    .await
+                    .map_err(|e| ReconcileError::api("get", "Node", name.clone(), e))?;
+            }
+            Err((verb, e)) => return Err(ReconcileError::api(verb, "Node", name.clone(), e)),
         }
-    }
-    if let Some(taints) = &decision.taints {
-        let mut next = current.clone();
-        next.spec.taints = taints.clone();
-        current = ctx
-            .api
-            .update(&next)
-            .await
-            .map_err(|e| ReconcileError::api("update", "Node", name.clone(), e))?;
-    }
+    };
     // Taint manager. Due evictions run concurrently (bounded): a failed node may hold
     // hundreds of pods, and evicting them one write at a time delays every replacement.
     let mut next_eviction: Option<Time> = None;
@@ -318,6 +311,48 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
         Some(at) => Action::RequeueAfter(podutil::until(at, now) + Duration::from_millis(50)),
         None => Action::RequeueAfter(Duration::from_secs(5)),
     })
+}
+
+/// Writes what `decision` changes of `node`: its Ready condition (with an Event) and its
+/// taints. Returns the node as last written, or the failed verb and why.
+async fn write_decision(
+    ctx: &Ctx,
+    node: &Node,
+    decision: &NodeDecision,
+) -> Result<Node, (&'static str, shoal_bus::ApiError)> {
+    let name = &node.metadata.name;
+    let mut current = node.clone();
+    if let Some(ready) = &decision.ready {
+        let mut next = current.clone();
+        next.status.conditions.retain(|c| c.type_ != "Ready");
+        next.status.conditions.push(ready.clone());
+        current = ctx
+            .api
+            .update_status(&next)
+            .await
+            .map_err(|e| ("update-status", e))?;
+        if ready.status == "Unknown" {
+            ctx.events.record(
+                &current,
+                WARNING,
+                "NodeNotReady",
+                format!("Node {name} status is now: NodeNotReady"),
+            );
+        } else {
+            ctx.events.record(
+                &current,
+                NORMAL,
+                "NodeReady",
+                format!("Node {name} status is now: NodeReady"),
+            );
+        }
+    }
+    if let Some(taints) = &decision.taints {
+        let mut next = current.clone();
+        next.spec.taints = taints.clone();
+        current = ctx.api.update(&next).await.map_err(|e| ("update", e))?;
+    }
+    Ok(current)
 }
 
 /// Triggers: the node's heartbeat Lease.
