@@ -18,6 +18,17 @@ use crate::secrets::{seal, KeyRing};
 use crate::telemetry;
 use tracing::Instrument;
 
+/// Which copy of the log answers a read of one object.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// Whichever replica answers first: reads that may trail a moment.
+    AnyReplica,
+    /// Any replica for an object it holds; only the leader for "absent".
+    AbsenceFromLeader,
+    /// The stream's leader: never behind the last acknowledged write.
+    Leader,
+}
+
 /// How many times a write without a resourceVersion is retried against newer versions.
 pub(crate) const MAX_UNCONDITIONAL_RETRIES: usize = 16;
 
@@ -186,32 +197,40 @@ impl ApiServer {
         namespace: &str,
         name: &str,
     ) -> Result<Option<(K, u64)>, Status> {
-        self.current_read::<K>(namespace, name, false).await
+        self.current_read::<K>(namespace, name, Read::AnyReplica)
+            .await
     }
 
     /// The base of a compare-and-swap write's attempt `attempt` (from 0): after a lost race
     /// the version is read from the stream's leader, since a replica that trails it would
-    /// hand every retry the same old version.
+    /// hand every retry the same old version. A write's "not found" is always the leader's
+    /// (`Store::get_raw_absence_confirmed`): a node agent that was told its pod is gone
+    /// stops confirming the deletion, and the pod would stay terminating for good.
     pub(crate) async fn current_for_attempt<K: Resource>(
         &self,
         namespace: &str,
         name: &str,
         attempt: usize,
     ) -> Result<Option<(K, u64)>, Status> {
-        self.current_read::<K>(namespace, name, attempt > 0).await
+        let read = if attempt > 0 {
+            Read::Leader
+        } else {
+            Read::AbsenceFromLeader
+        };
+        self.current_read::<K>(namespace, name, read).await
     }
 
     async fn current_read<K: Resource>(
         &self,
         namespace: &str,
         name: &str,
-        from_leader: bool,
+        read: Read,
     ) -> Result<Option<(K, u64)>, Status> {
         let subject = subject_of::<K>(namespace, name);
-        let raw = if from_leader {
-            self.store.get_raw_from_leader(&subject).await
-        } else {
-            self.store.get_raw(&subject).await
+        let raw = match read {
+            Read::AnyReplica => self.store.get_raw(&subject).await,
+            Read::AbsenceFromLeader => self.store.get_raw_absence_confirmed(&subject).await,
+            Read::Leader => self.store.get_raw_from_leader(&subject).await,
         }
         .map_err(|e| store_error(K::INFO.kind, namespace, name, e))?;
         match raw {

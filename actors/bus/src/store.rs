@@ -264,6 +264,22 @@ impl Store {
         }
     }
 
+    /// As [`Store::get_raw`], except that "absent" (nothing stored, or a tombstone) is only
+    /// believed from the stream's leader. A replica that was cut off, or has not caught up
+    /// since (it cannot while the stream has no leader), answers a direct get for an object
+    /// created without it with "not found"; a write path that passes that on as 404 ends
+    /// its caller's retries for an object that exists. Present answers stay cheap, since a
+    /// stale version only costs the compare-and-swap a retry.
+    pub async fn get_raw_absence_confirmed(
+        &self,
+        subject: &str,
+    ) -> Result<Option<RawEvent>, StoreError> {
+        match self.get_raw(subject).await? {
+            Some(raw) if !raw.is_tombstone() => Ok(Some(raw)),
+            _ => self.get_raw_from_leader(subject).await,
+        }
+    }
+
     /// As [`Store::get_raw`], answered by the stream's leader, so never older than the last
     /// acknowledged write. NATS does not promise that of a direct get: any replica may
     /// answer one, and a replica still catching up (after a partition) answers an old

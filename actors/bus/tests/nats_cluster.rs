@@ -482,3 +482,70 @@ fn a_read_from_the_leader_is_never_behind_an_acknowledged_write() {
         drop(cluster);
     });
 }
+
+/// A server cut off from the others answers a direct get from its own stale copy: an object
+/// created without it is "not found" there. The API's write paths ask
+/// `get_raw_absence_confirmed`, which takes "absent" only from the leader, so a client of
+/// that server is told the log is unavailable (retry), never that an existing object is
+/// gone (a node agent told so stops confirming its pod's deletion).
+#[test]
+fn a_cut_off_replica_cannot_say_an_object_is_absent() {
+    World::new().run(|hosts, dir, links| async move {
+        let (cluster, store) = r3_cluster(&hosts, &dir).await;
+        let cut = (leader(&store).await + 1) % SERVERS;
+        let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<()>();
+        let (connected_tx, connected_rx) = tokio::sync::oneshot::channel::<()>();
+        let cut_url = cluster.server_url(cut);
+        let api = cluster.creds(&Role::Api).await.unwrap();
+        let cut_ns = hosts[cut].netns.clone();
+        let object = subject("created-while-cut");
+        let asked = object.clone();
+        // A client on the cut host itself, connected only to its own server.
+        let near_cut = tokio::task::spawn_blocking(move || {
+            shoal_bus::netns::spawn_in(&cut_ns, move || async move {
+                let nats = shoal_bus::connect(&cut_url, "near-the-cut", &api)
+                    .await
+                    .unwrap();
+                let store = Store::open(nats).await.unwrap();
+                let _ = connected_tx.send(());
+                let _ = cut_rx.await;
+                let direct = store.get_raw(&asked).await.map(|r| r.is_some());
+                let confirmed = store
+                    .get_raw_absence_confirmed(&asked)
+                    .await
+                    .map(|r| r.map(|raw| raw.revision));
+                (direct, confirmed)
+            })
+            .join()
+        });
+        connected_rx.await.expect("the cut host's client connects");
+        links.cut(cut);
+        let healing = Healing(&links, cut);
+        let created = create_until_acked(&store, "created-while-cut", CONVERGE)
+            .await
+            .expect("the majority acknowledges");
+        let _ = cut_tx.send(());
+        let (direct, confirmed) = near_cut.await.unwrap().unwrap().unwrap();
+        drop(healing);
+        assert!(
+            matches!(direct, Ok(false)),
+            "the cut-off server's own copy should not hold {object} (direct get: {direct:?}); \
+             without that this test proves nothing"
+        );
+        assert!(
+            confirmed.is_err(),
+            "a cut-off server's client was told {object} (revision {}) is {confirmed:?}",
+            created.revision
+        );
+        // Once healed, the same question is answered with the object.
+        assert_eq!(
+            store
+                .get_raw_absence_confirmed(&object)
+                .await
+                .unwrap()
+                .map(|raw| raw.revision),
+            Some(created.revision)
+        );
+        drop(cluster);
+    });
+}

@@ -205,8 +205,16 @@ const CONFLICT_TRIES: usize = 5;
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
     let now = podutil::now();
     let name = node.metadata.name.clone();
-    let lease = ctx.leases.get(NODE_LEASE_NAMESPACE, &name);
     let tunables: &Tunables = &ctx.tunables;
+    let mut lease = ctx.leases.get(NODE_LEASE_NAMESPACE, &name);
+    if condemns(&decide_node(
+        &node,
+        lease.as_deref(),
+        now,
+        tunables.node_monitor_grace,
+    )) {
+        lease = newest_lease(lease, fresh_lease(&ctx, &name).await?);
+    }
     // NOTE: after a conflict the node is read again from the API, not the cache, and the
     // write retried at once (Kubernetes' RetryOnConflict). Agents write their nodes too, and
     // after a partition heals this process's cache can trail the log by seconds: retried
@@ -313,6 +321,41 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
     })
 }
 
+/// Whether `decision` marks its node as no longer heard from.
+fn condemns(decision: &NodeDecision) -> bool {
+    decision
+        .ready
+        .as_ref()
+        .is_some_and(|c| c.status == "Unknown")
+}
+
+/// The node's heartbeat Lease as the API reads it now. A node is only condemned on a
+/// fresh read: this process's cache stops with its link, and a controller that led from the
+/// cut-off side of a partition saw no heartbeat from anyone for the whole cut. In a chaos
+/// run, 1 s after such a cut healed, more than half the cluster's nodes were NotReady
+/// although only the cut host's had missed heartbeats, and all were Ready again 11 s later.
+async fn fresh_lease(ctx: &Ctx, name: &str) -> Result<Option<Arc<Lease>>, ReconcileError> {
+    match ctx.api.get::<Lease>(NODE_LEASE_NAMESPACE, name).await {
+        Ok(lease) => Ok(Some(Arc::new(lease))),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(ReconcileError::api("get", "Lease", name.to_string(), e)),
+    }
+}
+
+/// Of two reads of one Lease, the one that heard the latest heartbeat (a read may come
+/// from a replica that trails the cache).
+fn newest_lease(cached: Option<Arc<Lease>>, fresh: Option<Arc<Lease>>) -> Option<Arc<Lease>> {
+    let heard = |l: &Option<Arc<Lease>>| {
+        l.as_ref()
+            .and_then(|l| l.spec.renew_time.or(l.spec.acquire_time))
+    };
+    if heard(&fresh) >= heard(&cached) {
+        fresh.or(cached)
+    } else {
+        cached
+    }
+}
+
 /// Writes what `decision` changes of `node`: its Ready condition (with an Event) and its
 /// taints. Returns the node as last written, or the failed verb and why.
 async fn write_decision(
@@ -389,6 +432,32 @@ mod tests {
         let mut l = Lease::default();
         l.spec.renew_time = Some(podutil::now() - chrono::Duration::seconds(age_s));
         l
+    }
+
+    #[test]
+    fn a_node_is_judged_on_the_lease_that_heard_its_latest_heartbeat() {
+        let renewed = |l: Option<Arc<Lease>>| l.and_then(|l| l.spec.renew_time);
+        let (stale, fresh) = (Arc::new(lease(30)), Arc::new(lease(1)));
+        // The cache stopped during a cut; the API's read heard the node since.
+        let newest = newest_lease(Some(stale.clone()), Some(fresh.clone()));
+        assert_eq!(renewed(newest.clone()), fresh.spec.renew_time);
+        let n = node_with_ready("True", "NodeReady");
+        let now = podutil::now();
+        let grace = Duration::from_secs(10);
+        assert!(condemns(&decide_node(&n, Some(&stale), now, grace)));
+        assert!(!condemns(&decide_node(&n, newest.as_deref(), now, grace)));
+        // A read from a replica that trails the cache never makes the node look older.
+        assert_eq!(
+            renewed(newest_lease(Some(fresh.clone()), Some(stale))),
+            fresh.spec.renew_time
+        );
+        assert_eq!(
+            renewed(newest_lease(Some(fresh.clone()), None)),
+            fresh.spec.renew_time
+        );
+        // Restoring a node that beats again is not a condemnation.
+        let back = node_with_ready("Unknown", REASON_UNKNOWN);
+        assert!(!condemns(&decide_node(&back, Some(&fresh), now, grace)));
     }
 
     #[test]

@@ -676,6 +676,9 @@ fn beat_retry_delay(failures: u32, interval: Duration) -> Duration {
     jittered.min(interval)
 }
 
+/// How often a node looks for pods it holds that no worker handles.
+const WORKERLESS_RESYNC: Duration = Duration::from_secs(10);
+
 /// Keeps one worker per pod bound to this node, fed by the shared pod cache.
 async fn manage_pods(ctx: Arc<AgentCtx>, informers: InformerFactory) {
     let informer = informers.get::<Pod>();
@@ -770,8 +773,24 @@ async fn manage_pods(ctx: Arc<AgentCtx>, informers: InformerFactory) {
             }
         }
     };
+    // Level-triggered, as the kubelet's periodic sync is: a pod this node holds without a
+    // worker gets one again. A worker ends when its pod's deletion was confirmed, and a pod
+    // still here after that (an answer that was wrong, or an event that reached the worker
+    // as it ended) would otherwise wait for a change that may never come, terminating for
+    // good.
+    let mut resync = tokio::time::interval(WORKERLESS_RESYNC);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    resync.reset();
     loop {
         tokio::select! {
+            _ = resync.tick() => {
+                for pod in informer.by_index(INDEX_NODE, &node) {
+                    let uid = pod.metadata.uid.clone();
+                    if !workers.contains_key(&uid) {
+                        route(Some(pod), &uid, &mut adopted, &mut workers);
+                    }
+                }
+            }
             change = config_map_changes.recv() => match change {
                 Ok(change) => wake(Some(&change.key), false, &workers),
                 Err(RecvError::Lagged(_)) => wake(None, false, &workers),
