@@ -197,9 +197,11 @@ mod tests {
 
     #[test]
     fn continue_tokens_round_trip_and_bad_ones_are_refused() {
-        let mut meta = bus_schemas::ObjectMeta::default();
-        meta.namespace = "default".into();
-        meta.name = "web-1".into();
+        let meta = bus_schemas::ObjectMeta {
+            namespace: "default".into(),
+            name: "web-1".into(),
+            ..Default::default()
+        };
         let token = ContinueToken::after(42, &meta);
         assert_eq!(
             ContinueToken::parse(&token).unwrap(),
