@@ -175,6 +175,40 @@ async fn leader(store: &Store) -> usize {
     }
 }
 
+/// Runs `work` on a client connected only to server `server`, from inside that server's own
+/// host, so a cut of the host leaves the two together. It starts at once; the returned
+/// future gives its result (a panic inside fails the test).
+async fn client_on_host<T, F, Fut>(
+    cluster: &NatsCluster,
+    hosts: &[ServerHost],
+    server: usize,
+    client: &'static str,
+    work: F,
+) -> impl std::future::Future<Output = T>
+where
+    T: Send + 'static,
+    F: FnOnce(Store) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T>,
+{
+    let url = cluster.server_url(server);
+    let api = cluster.creds(&Role::Api).await.unwrap();
+    let netns = hosts[server].netns.clone();
+    let running = tokio::task::spawn_blocking(move || {
+        shoal_bus::netns::spawn_in(&netns, move || async move {
+            let nats = shoal_bus::connect(&url, client, &api).await.unwrap();
+            work(Store::open(nats).await.unwrap()).await
+        })
+        .join()
+    });
+    async move {
+        match running.await.expect("the client thread's join") {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => panic!("entering the server's host: {e}"),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
 fn subject(name: &str) -> String {
     subjects::object("configmaps", "default", name)
 }
@@ -335,34 +369,24 @@ fn a_partitioned_minority_server_acknowledges_no_write() {
         let cut = leader(&store).await;
         let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<()>();
         let (connected_tx, connected_rx) = tokio::sync::oneshot::channel::<()>();
-        let minority_url = cluster.server_url(cut);
-        let api = cluster.creds(&Role::Api).await.unwrap();
-        let minority_ns = hosts[cut].netns.clone();
-        // A client on the cut host itself, connected only to its own server.
-        let minority = tokio::task::spawn_blocking(move || {
-            shoal_bus::netns::spawn_in(&minority_ns, move || async move {
-                let nats = shoal_bus::connect(&minority_url, "minority", &api)
-                    .await
-                    .unwrap();
-                let store = Store::open(nats).await.unwrap();
-                let _ = connected_tx.send(());
-                let _ = cut_rx.await;
-                let mut acked = Vec::new();
-                let start = Instant::now();
-                let mut i = 0;
-                while start.elapsed() < Duration::from_secs(15) {
-                    let name = format!("minority-{i}");
-                    let (subject, meta) = (subject(&name), WriteMeta::default());
-                    let attempt = store.write(&subject, EventType::Added, b"x".to_vec(), 0, &meta);
-                    if let Ok(Ok(w)) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
-                        acked.push((name, w.revision));
-                    }
-                    i += 1;
+        let minority = client_on_host(&cluster, &hosts, cut, "minority", |store| async move {
+            let _ = connected_tx.send(());
+            let _ = cut_rx.await;
+            let mut acked = Vec::new();
+            let start = Instant::now();
+            let mut i = 0;
+            while start.elapsed() < Duration::from_secs(15) {
+                let name = format!("minority-{i}");
+                let (subject, meta) = (subject(&name), WriteMeta::default());
+                let attempt = store.write(&subject, EventType::Added, b"x".to_vec(), 0, &meta);
+                if let Ok(Ok(w)) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
+                    acked.push((name, w.revision));
                 }
-                (acked, i)
-            })
-            .join()
-        });
+                i += 1;
+            }
+            (acked, i)
+        })
+        .await;
         connected_rx.await.expect("the minority client connects");
         links.cut(cut);
         let healing = Healing(&links, cut);
@@ -373,7 +397,7 @@ fn a_partitioned_minority_server_acknowledges_no_write() {
             majority.is_some(),
             "the two connected servers stopped acknowledging writes"
         );
-        let (acked, attempts) = minority.await.unwrap().unwrap().unwrap();
+        let (acked, attempts) = minority.await;
         drop(healing);
         assert!(attempts > 0);
         assert!(
@@ -405,28 +429,15 @@ fn after_healing_a_partition_every_replica_converges() {
         drop(healing);
         wait_replicated(&store).await;
         // The healed server itself serves the writes made without it, and takes new ones.
-        let healed_url = cluster.server_url(cut);
-        let api = cluster.creds(&Role::Api).await.unwrap();
-        let healed_ns = hosts[cut].netns.clone();
         let seen = acked.clone();
-        tokio::task::spawn_blocking(move || {
-            shoal_bus::netns::spawn_in(&healed_ns, move || async move {
-                let nats = shoal_bus::connect(&healed_url, "healed", &api)
-                    .await
-                    .unwrap();
-                let store = Store::open(nats).await.unwrap();
-                assert_all_present(&store, &seen).await;
-                create_until_acked(&store, "after-healing", CONVERGE)
-                    .await
-                    .expect("the healed server's clients write again");
-            })
-            .join()
+        client_on_host(&cluster, &hosts, cut, "healed", |store| async move {
+            assert_all_present(&store, &seen).await;
+            create_until_acked(&store, "after-healing", CONVERGE)
+                .await
+                .expect("the healed server's clients write again");
         })
         .await
-        .unwrap()
-        .map_err(|_| "the healed host's client panicked")
-        .unwrap()
-        .unwrap();
+        .await;
         assert_all_present(&store, &acked).await;
         drop(cluster);
     });
@@ -495,29 +506,19 @@ fn a_cut_off_replica_cannot_say_an_object_is_absent() {
         let cut = (leader(&store).await + 1) % SERVERS;
         let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<()>();
         let (connected_tx, connected_rx) = tokio::sync::oneshot::channel::<()>();
-        let cut_url = cluster.server_url(cut);
-        let api = cluster.creds(&Role::Api).await.unwrap();
-        let cut_ns = hosts[cut].netns.clone();
         let object = subject("created-while-cut");
         let asked = object.clone();
-        // A client on the cut host itself, connected only to its own server.
-        let near_cut = tokio::task::spawn_blocking(move || {
-            shoal_bus::netns::spawn_in(&cut_ns, move || async move {
-                let nats = shoal_bus::connect(&cut_url, "near-the-cut", &api)
-                    .await
-                    .unwrap();
-                let store = Store::open(nats).await.unwrap();
-                let _ = connected_tx.send(());
-                let _ = cut_rx.await;
-                let direct = store.get_raw(&asked).await.map(|r| r.is_some());
-                let confirmed = store
-                    .get_raw_absence_confirmed(&asked)
-                    .await
-                    .map(|r| r.map(|raw| raw.revision));
-                (direct, confirmed)
-            })
-            .join()
-        });
+        let near_cut = client_on_host(&cluster, &hosts, cut, "near-the-cut", |store| async move {
+            let _ = connected_tx.send(());
+            let _ = cut_rx.await;
+            let direct = store.get_raw(&asked).await.map(|r| r.is_some());
+            let confirmed = store
+                .get_raw_absence_confirmed(&asked)
+                .await
+                .map(|r| r.map(|raw| raw.revision));
+            (direct, confirmed)
+        })
+        .await;
         connected_rx.await.expect("the cut host's client connects");
         links.cut(cut);
         let healing = Healing(&links, cut);
@@ -525,7 +526,7 @@ fn a_cut_off_replica_cannot_say_an_object_is_absent() {
             .await
             .expect("the majority acknowledges");
         let _ = cut_tx.send(());
-        let (direct, confirmed) = near_cut.await.unwrap().unwrap().unwrap();
+        let (direct, confirmed) = near_cut.await;
         drop(healing);
         // Its own copy cannot hold the object. Asked soon after the cut it says "not found";
         // once its Raft notices the lost leader it may stop answering direct gets (a

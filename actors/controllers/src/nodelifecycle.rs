@@ -101,7 +101,7 @@ pub fn is_disrupted(nodes: &[Arc<Node>], threshold: f64) -> bool {
 pub fn decide_node(node: &Node, lease: Option<&Lease>, now: Time, grace: Duration) -> NodeDecision {
     let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::seconds(10));
     let last_heartbeat = lease
-        .and_then(|l| l.spec.renew_time.or(l.spec.acquire_time))
+        .and_then(Lease::last_renewed)
         .or(node.metadata.creation_timestamp)
         .unwrap_or(now);
     let lapsed = last_heartbeat + grace <= now;
@@ -345,10 +345,7 @@ async fn fresh_lease(ctx: &Ctx, name: &str) -> Result<Option<Arc<Lease>>, Reconc
 /// Of two reads of one Lease, the one that heard the latest heartbeat (a read may come
 /// from a replica that trails the cache).
 fn newest_lease(cached: Option<Arc<Lease>>, fresh: Option<Arc<Lease>>) -> Option<Arc<Lease>> {
-    let heard = |l: &Option<Arc<Lease>>| {
-        l.as_ref()
-            .and_then(|l| l.spec.renew_time.or(l.spec.acquire_time))
-    };
+    let heard = |l: &Option<Arc<Lease>>| l.as_deref().and_then(Lease::last_renewed);
     if heard(&fresh) >= heard(&cached) {
         fresh.or(cached)
     } else {

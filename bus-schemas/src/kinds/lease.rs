@@ -61,9 +61,14 @@ crate::spec_status_resource!(
 );
 
 impl Lease {
+    /// When its holder last renewed it (renewTime, else acquireTime).
+    pub fn last_renewed(&self) -> Option<Time> {
+        self.spec.renew_time.or(self.spec.acquire_time)
+    }
+
     /// When the lease lapses unless renewed: renewTime (or acquireTime) plus the duration.
     pub fn expires_at(&self) -> Option<Time> {
-        let since = self.spec.renew_time.or(self.spec.acquire_time)?;
+        let since = self.last_renewed()?;
         let duration = self.spec.lease_duration_seconds?;
         Some(since + chrono::Duration::seconds(i64::from(duration)))
     }

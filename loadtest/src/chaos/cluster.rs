@@ -344,12 +344,11 @@ impl World {
             tokio::time::timeout(CHECK_WITHIN, api.list::<Node>(&all_nodes))
         );
         let write = matches!(write, Ok(Ok(_)));
-        let health = health.unwrap_or_else(|_| StreamHealth {
-            stream: subjects::OBJECTS_STREAM.to_string(),
-            replicas_configured: SERVERS,
-            leader: None,
-            followers: Vec::new(),
-            error: Some(format!("no answer within {CHECK_WITHIN:?}")),
+        let health = health.unwrap_or_else(|_| {
+            StreamHealth::unreadable(
+                subjects::OBJECTS_STREAM,
+                format!("no answer within {CHECK_WITHIN:?}"),
+            )
         });
         let replicated = health.keeping_up(IN_FLIGHT_ENTRIES);
         let nodes_ready = match nodes {

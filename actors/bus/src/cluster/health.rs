@@ -44,6 +44,17 @@ pub struct StreamHealth {
 }
 
 impl StreamHealth {
+    /// The health of stream `name` whose info could not be read, and why.
+    pub fn unreadable(name: &str, error: impl Into<String>) -> StreamHealth {
+        StreamHealth {
+            stream: name.to_string(),
+            replicas_configured: 0,
+            leader: None,
+            followers: Vec::new(),
+            error: Some(error.into()),
+        }
+    }
+
     /// Every configured replica is the leader or a current follower.
     pub fn fully_replicated(&self) -> bool {
         self.every_follower(|state| *state == ReplicaState::Current)
@@ -139,28 +150,28 @@ fn replica(peer: &jetstream::stream::PeerInfo) -> Replica {
 /// Reads one stream's replication state; a failure is kept in the result, not returned, so
 /// one unavailable stream does not hide the others.
 pub async fn stream_health(js: &jetstream::Context, name: &str) -> StreamHealth {
-    let mut health = StreamHealth {
-        stream: name.to_string(),
-        replicas_configured: 0,
-        leader: None,
-        followers: Vec::new(),
-        error: None,
-    };
     let info = match js.get_stream(name).await {
         Ok(mut stream) => stream.info().await.cloned().map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
-    match info {
-        Ok(info) => {
-            health.replicas_configured = info.config.num_replicas.max(1);
-            if let Some(cluster) = info.cluster {
-                health.leader = cluster.leader;
-                health.followers = cluster.replicas.iter().map(replica).collect();
-            }
-        }
-        Err(e) => health.error = Some(e),
+    let info = match info {
+        Ok(info) => info,
+        Err(e) => return StreamHealth::unreadable(name, e),
+    };
+    let (leader, followers) = match info.cluster {
+        Some(cluster) => (
+            cluster.leader,
+            cluster.replicas.iter().map(replica).collect(),
+        ),
+        None => (None, Vec::new()),
+    };
+    StreamHealth {
+        stream: name.to_string(),
+        replicas_configured: info.config.num_replicas.max(1),
+        leader,
+        followers,
+        error: None,
     }
-    health
 }
 
 impl ClusterHealth {
