@@ -495,10 +495,11 @@ fn a_read_from_the_leader_is_never_behind_an_acknowledged_write() {
 }
 
 /// A server cut off from the others answers a direct get from its own stale copy: an object
-/// created without it is "not found" there (as a replica just healed is, until it catches up). The API's write paths ask
-/// `get_raw_absence_confirmed`, which takes "absent" only from the leader, so a client of
-/// that server is told the log is unavailable (retry), never that an existing object is
-/// gone (a node agent told so stops confirming its pod's deletion).
+/// created without it is "not found" there (as on a replica just healed, until it catches
+/// up). The API's write paths ask `get_raw_absence_confirmed`, which takes "absent" only
+/// from the leader, so a client of that server is told the log is unavailable (retry), never
+/// that an existing object is gone (a node agent told so stops confirming its pod's
+/// deletion).
 #[test]
 fn a_cut_off_replica_cannot_say_an_object_is_absent() {
     World::new().run(|hosts, dir, links| async move {
