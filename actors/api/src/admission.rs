@@ -14,8 +14,23 @@ use bus_schemas::{Reason, Resource, Status};
 
 use crate::state::ApiServer;
 
-#[tracing::instrument(name = "api.admission", level = "info", skip_all, fields(kind = K::INFO.kind))]
 pub(crate) async fn admit<K: Resource>(
+    server: &ApiServer,
+    obj: &mut K,
+    old: Option<&K>,
+) -> Result<(), Status> {
+    let started = std::time::Instant::now();
+    let admitted = admit_untimed(server, obj, old).await;
+    shoal_telemetry::step!(
+        "api.admission",
+        started,
+        admitted.is_ok(),
+        kind = K::INFO.kind
+    );
+    admitted
+}
+
+async fn admit_untimed<K: Resource>(
     server: &ApiServer,
     obj: &mut K,
     old: Option<&K>,

@@ -41,8 +41,20 @@ pub struct ApiServer {
     pub(crate) created_fields: CreatedFields,
 }
 
-#[tracing::instrument(name = "api.decode", level = "info", skip_all, fields(kind = K::INFO.kind, bytes = payload.len()))]
 pub(crate) fn decode_object<K: Resource>(payload: &[u8]) -> Result<K, Status> {
+    let started = std::time::Instant::now();
+    let decoded = decode_untimed::<K>(payload);
+    shoal_telemetry::step!(
+        "api.decode",
+        started,
+        decoded.is_ok(),
+        kind = K::INFO.kind,
+        bytes = payload.len()
+    );
+    decoded
+}
+
+fn decode_untimed<K: Resource>(payload: &[u8]) -> Result<K, Status> {
     if payload.len() > MAX_OBJECT_BYTES {
         return Err(too_large(payload.len()));
     }

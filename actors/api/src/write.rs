@@ -30,8 +30,19 @@ pub use bus_schemas::wellknown::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 /// How many generated names a create with `generateName` tries before AlreadyExists.
 const GENERATE_NAME_ATTEMPTS: u8 = 8;
 
-#[tracing::instrument(name = "api.validate", level = "info", skip_all, fields(kind = K::INFO.kind))]
 fn validate<K: Resource>(obj: &K, old: Option<&K>) -> Result<(), Status> {
+    let started = std::time::Instant::now();
+    let validated = validate_untimed(obj, old);
+    shoal_telemetry::step!(
+        "api.validate",
+        started,
+        validated.is_ok(),
+        kind = K::INFO.kind
+    );
+    validated
+}
+
+fn validate_untimed<K: Resource>(obj: &K, old: Option<&K>) -> Result<(), Status> {
     let mut causes = validate_meta(&K::INFO, obj.meta());
     causes.extend(obj.validate_kind());
     if let Some(old) = old {

@@ -100,16 +100,8 @@ impl Decider {
             self.next_start % total
         };
         let mut visited = 0;
-        // Children of the attempt's span, so a trace shows where a slow decision went.
-        let filtering = shoal_telemetry::work::child_of_current(|| {
-            tracing::info_span!(
-                "scheduler.filter",
-                nodes = total,
-                visited = tracing::field::Empty,
-                feasible = tracing::field::Empty
-            )
-        })
-        .entered();
+        // Steps of the attempt's span, so a trace shows where a slow decision went.
+        let filtering = std::time::Instant::now();
         for j in 0..total {
             if self.feasible.len() >= want {
                 break;
@@ -134,15 +126,19 @@ impl Decider {
             }
         }
         self.next_start = start + visited;
-        filtering.record("visited", visited);
-        filtering.record("feasible", self.feasible.len());
-        drop(filtering);
         let candidates = self.feasible.len();
-        let _scoring = shoal_telemetry::work::child_of_current(|| {
-            tracing::info_span!("scheduler.score", candidates)
-        })
-        .entered();
-        match pick(ctx, cache, &self.feasible, weights) {
+        shoal_telemetry::step!(
+            "scheduler.filter",
+            filtering,
+            true,
+            nodes = total,
+            visited,
+            feasible = candidates
+        );
+        let scoring = std::time::Instant::now();
+        let picked = pick(ctx, cache, &self.feasible, weights);
+        shoal_telemetry::step!("scheduler.score", scoring, picked.is_some(), candidates);
+        match picked {
             Some(node) => Decision::Bind { node },
             None => Decision::Unfit(unfit),
         }

@@ -32,7 +32,7 @@ enum Control {
 }
 
 /// Ended spans waiting for the export thread.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Pending {
     spans: Mutex<Vec<SpanData>>,
     /// Rung when a batch is full (the thread also exports what waits every interval).
@@ -45,8 +45,11 @@ impl Pending {
         self.spans.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn take(&self) -> Vec<SpanData> {
-        std::mem::take(&mut *self.lock())
+    /// Swaps what waits for `spare`, an empty buffer the export thread drained: the actors'
+    /// buffer keeps its capacity, so ending a span never regrows (and copies) it.
+    fn swap(&self, spare: &mut Vec<SpanData>) {
+        debug_assert!(spare.is_empty());
+        std::mem::swap(&mut *self.lock(), spare);
     }
 }
 
@@ -71,7 +74,10 @@ impl BoundedProcessor {
         E: SpanExporter + 'static,
         F: FnOnce() -> Result<E, String> + Send + 'static,
     {
-        let pending = Arc::new(Pending::default());
+        let pending = Arc::new(Pending {
+            spans: Mutex::new(Vec::with_capacity(BATCH_SIZE)),
+            batch_full: Notify::new(),
+        });
         let queued = pending.clone();
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let counter = dropped.clone();
@@ -123,6 +129,7 @@ async fn export_loop<E: SpanExporter>(
 ) {
     let mut tick = tokio::time::interval(BATCH_INTERVAL);
     let mut warned = false;
+    let mut batch: Vec<SpanData> = Vec::with_capacity(BATCH_SIZE);
     loop {
         let mut ack = None;
         let mut stop = false;
@@ -136,7 +143,7 @@ async fn export_loop<E: SpanExporter>(
             },
         }
         // Taken after the wake-up, so a flush includes what was queued before it was asked.
-        let mut batch = pending.take();
+        pending.swap(&mut batch);
         while !batch.is_empty() {
             let take = batch.len().min(BATCH_SIZE);
             let chunk: Vec<SpanData> = batch.drain(..take).collect();

@@ -143,6 +143,8 @@ pub struct Row {
     /// Attributes worth showing, `key=value`.
     pub attributes: Vec<String>,
     pub error: Option<String>,
+    /// A step or log event recorded on the span above it, not a span of its own.
+    pub event: bool,
 }
 
 /// Attributes every span has that say nothing about the work.
@@ -154,6 +156,58 @@ fn is_noise(key: &str) -> bool {
             "busy_ns" | "idle_ns" | "target" | "level" | ACTOR_ATTRIBUTE | "shoal.exported_by"
         )
         || key.starts_with("otel.")
+}
+
+fn shown_attributes(attributes: &[KeyValue]) -> Vec<String> {
+    attributes
+        .iter()
+        .filter(|kv| !is_noise(&kv.key))
+        .filter_map(|kv| {
+            let v = value_text(kv.value.as_ref()?.value.as_ref()?);
+            (!v.is_empty()).then(|| format!("{}={v}", kv.key))
+        })
+        .collect()
+}
+
+/// A span's events as rows one level below it: a step ([`crate::step!`]) spans the
+/// `duration_us` before its timestamp; other events (logs) are instants.
+fn event_rows(span: &Span, parent: &Row, trace_start: u64) -> Vec<(u64, Row)> {
+    span.events
+        .iter()
+        .map(|e| {
+            let took = attribute(&e.attributes, "duration_us")
+                .and_then(|us| us.parse::<u64>().ok())
+                .map_or(Duration::ZERO, Duration::from_micros);
+            let start = e.time_unix_nano.saturating_sub(took.as_nanos() as u64);
+            let failed = attribute(&e.attributes, "outcome").as_deref() == Some("failed");
+            let attributes: Vec<KeyValue> = e
+                .attributes
+                .iter()
+                .filter(|kv| kv.key != "duration_us" && kv.key != "outcome")
+                .cloned()
+                .collect();
+            let row = Row {
+                depth: parent.depth + 1,
+                actor: parent.actor.clone(),
+                service: parent.service.clone(),
+                name: e.name.clone(),
+                span_id: String::new(),
+                parent_id: parent.span_id.clone(),
+                start_offset: Duration::from_nanos(start.saturating_sub(trace_start)),
+                duration: took,
+                attributes: shown_attributes(&attributes),
+                error: failed.then(|| String::from("failed")),
+                event: true,
+            };
+            (start, row)
+        })
+        .collect()
+}
+
+/// What the waterfall walks: a span still to expand, or an event's finished row.
+enum Item {
+    Span(usize, usize),
+    Event(Box<Row>),
 }
 
 /// The span's own actor attribute, its nearest ancestor's, or the stream it was exported to.
@@ -209,20 +263,23 @@ pub fn waterfall(batches: &[ResourceSpans]) -> Vec<Row> {
             roots.push(i);
         }
     }
-    let by_start = |v: &mut Vec<usize>| v.sort_by_key(|i| spans[*i].0.start_time_unix_nano);
-    by_start(&mut roots);
-    for v in children.values_mut() {
-        by_start(v);
-    }
+    roots.sort_by_key(|i| spans[*i].0.start_time_unix_nano);
     let mut rows = Vec::with_capacity(spans.len());
-    let mut stack: Vec<(usize, usize)> = roots.into_iter().rev().map(|i| (i, 0)).collect();
-    while let Some((i, depth)) = stack.pop() {
+    let mut stack: Vec<Item> = roots.into_iter().rev().map(|i| Item::Span(i, 0)).collect();
+    while let Some(item) = stack.pop() {
+        let (i, depth) = match item {
+            Item::Event(row) => {
+                rows.push(*row);
+                continue;
+            }
+            Item::Span(i, depth) => (i, depth),
+        };
         let (span, service) = &spans[i];
         let status = span.status.as_ref();
         let error = status
             .filter(|s| s.code == StatusCode::Error as i32)
             .map(|s| s.message.clone());
-        rows.push(Row {
+        let row = Row {
             depth,
             actor: actor_of(span),
             service: service.clone(),
@@ -234,22 +291,113 @@ pub fn waterfall(batches: &[ResourceSpans]) -> Vec<Row> {
                 span.end_time_unix_nano
                     .saturating_sub(span.start_time_unix_nano),
             ),
-            attributes: span
-                .attributes
-                .iter()
-                .filter(|kv| !is_noise(&kv.key))
-                .filter_map(|kv| {
-                    let v = value_text(kv.value.as_ref()?.value.as_ref()?);
-                    (!v.is_empty()).then(|| format!("{}={v}", kv.key))
-                })
-                .collect(),
+            attributes: shown_attributes(&span.attributes),
             error,
-        });
+            event: false,
+        };
+        // Children and events in the order they started.
+        let mut below: Vec<(u64, Item)> = event_rows(span, &row, start)
+            .into_iter()
+            .map(|(at, row)| (at, Item::Event(Box::new(row))))
+            .collect();
         if let Some(kids) = children.get(span.span_id.as_slice()) {
-            for k in kids.iter().rev() {
-                stack.push((*k, depth + 1));
-            }
+            below.extend(
+                kids.iter()
+                    .map(|k| (spans[*k].0.start_time_unix_nano, Item::Span(*k, depth + 1))),
+            );
         }
+        below.sort_by_key(|(at, _)| *at);
+        rows.push(row);
+        stack.extend(below.into_iter().rev().map(|(_, item)| item));
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry_proto::tonic::common::v1::AnyValue;
+    use opentelemetry_proto::tonic::trace::v1::span::Event;
+    use opentelemetry_proto::tonic::trace::v1::ScopeSpans;
+
+    fn kv(key: &str, value: &str) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue {
+                value: Some(AnyValueKind::StringValue(value.into())),
+            }),
+        }
+    }
+
+    fn span(id: u8, parent: u8, name: &str, start: u64, end: u64, events: Vec<Event>) -> Span {
+        Span {
+            trace_id: vec![1; 16],
+            span_id: vec![id; 8],
+            parent_span_id: if parent == 0 { vec![] } else { vec![parent; 8] },
+            name: name.into(),
+            start_time_unix_nano: start,
+            end_time_unix_nano: end,
+            attributes: vec![kv(ACTOR_ATTRIBUTE, "scheduler")],
+            events,
+            ..Default::default()
+        }
+    }
+
+    fn step(name: &str, at: u64, micros: &str, outcome: &str) -> Event {
+        Event {
+            time_unix_nano: at,
+            name: name.into(),
+            attributes: vec![
+                kv("duration_us", micros),
+                kv("outcome", outcome),
+                kv("level", "INFO"),
+                kv("nodes", "1000"),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn steps_are_rows_under_their_span_in_the_order_things_started() {
+        let attempt = span(
+            1,
+            0,
+            "schedule",
+            1_000_000,
+            9_000_000,
+            vec![
+                // Recorded at their ends: filtering ran 2–4 ms, scoring 4–5 ms.
+                step("scheduler.filter", 4_000_000, "2000", "ok"),
+                step("scheduler.score", 5_000_000, "1000", "failed"),
+            ],
+        );
+        let bind = span(2, 1, "scheduler.bind", 6_000_000, 8_000_000, vec![]);
+        let batches = vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans: vec![bind, attempt],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }];
+        let rows = waterfall(&batches);
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "schedule",
+                "scheduler.filter",
+                "scheduler.score",
+                "scheduler.bind"
+            ]
+        );
+        let filter = &rows[1];
+        assert!(filter.event && !rows[0].event && !rows[3].event);
+        assert_eq!(filter.depth, 1);
+        assert_eq!(filter.actor, "scheduler");
+        assert_eq!(filter.start_offset, Duration::from_millis(1));
+        assert_eq!(filter.duration, Duration::from_millis(2));
+        assert_eq!(filter.attributes, ["nodes=1000"]);
+        assert_eq!(filter.error, None);
+        assert_eq!(rows[2].error.as_deref(), Some("failed"));
+    }
 }

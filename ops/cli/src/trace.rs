@@ -115,8 +115,8 @@ fn seconds(d: std::time::Duration) -> String {
     format!("{:.3}s", d.as_secs_f64())
 }
 
-/// The waterfall: one line per span, in tree order, indented by depth; failed spans marked
-/// (and red on a terminal).
+/// The waterfall: one line per span, and per step or event under its span (marked `·`), in
+/// tree order, indented by depth; failures marked (and red on a terminal).
 pub fn render(trace_id: &str, rows: &[Row], color: bool) -> String {
     let total = rows
         .iter()
@@ -125,7 +125,7 @@ pub fn render(trace_id: &str, rows: &[Row], color: bool) -> String {
         .unwrap_or_default();
     let mut out = format!(
         "trace {trace_id}: {} spans over {}\n",
-        rows.len(),
+        rows.iter().filter(|r| !r.event).count(),
         seconds(total)
     );
     out.push_str(&format!(
@@ -139,7 +139,11 @@ pub fn render(trace_id: &str, rows: &[Row], color: bool) -> String {
             seconds(row.duration),
             row.actor,
             "  ".repeat(row.depth),
-            row.name
+            if row.event {
+                format!("· {}", row.name)
+            } else {
+                row.name.clone()
+            }
         );
         if !row.attributes.is_empty() {
             line.push_str("  ");
