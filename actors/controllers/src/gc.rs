@@ -28,7 +28,7 @@ use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::{Namespace, KINDS};
 use bus_schemas::selector::Selector;
 use bus_schemas::{with_kind, OwnerReference, Resource};
-use shoal_bus::controller::{self, Action, ControllerConfig};
+use shoal_bus::controller::{self, Action, ControllerConfig, TraceReconciles};
 use shoal_bus::informer::INDEX_OWNER;
 use shoal_bus::shutdown::Shutdown;
 use shoal_bus::workqueue::WorkQueue;
@@ -335,6 +335,7 @@ pub async fn run(ctx: Arc<Ctx>, shutdown: Shutdown) {
             tasks.push(tokio::spawn(route_changes::<K>(ctx.clone(), queues.clone())));
             if let Some(queue) = queues.get(K::INFO.kind) {
                 let mut config = ControllerConfig::new("garbage-collector");
+                config.trace = TraceReconciles::WhileDeleting;
                 config.concurrency = ctx.tunables.concurrency;
                 config.resync = ctx.tunables.resync;
                 let informer = ctx.informers.get::<K>();

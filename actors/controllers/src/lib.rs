@@ -179,7 +179,7 @@ async fn lost(leadership: &mut Option<Leadership>) {
     }
 }
 
-fn controller_config(name: &'static str, ctx: &Ctx) -> ControllerConfig {
+pub(crate) fn controller_config(name: &'static str, ctx: &Ctx) -> ControllerConfig {
     let mut config = ControllerConfig::new(name);
     config.concurrency = ctx.tunables.concurrency;
     config.resync = ctx.tunables.resync;
@@ -200,7 +200,30 @@ where
     R: Fn(Arc<K>, Arc<Ctx>) -> RFut + Send + Sync + 'static,
     RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
 {
-    let config = controller_config(name, ctx);
+    spawn_configured(
+        controller_config(name, ctx),
+        informer,
+        queue,
+        ctx,
+        reconcile,
+        sd,
+    )
+}
+
+/// [`spawn`] with a configuration of the controller's own.
+pub(crate) fn spawn_configured<K, R, RFut>(
+    config: ControllerConfig,
+    informer: Informer<K>,
+    queue: Arc<WorkQueue<ObjectKey>>,
+    ctx: &Arc<Ctx>,
+    reconcile: R,
+    sd: &Shutdown,
+) -> JoinHandle<()>
+where
+    K: Resource,
+    R: Fn(Arc<K>, Arc<Ctx>) -> RFut + Send + Sync + 'static,
+    RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
+{
     tokio::spawn(controller::run(
         config,
         informer,

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use bus_schemas::kinds::{Node, Pod};
-use shoal_bus::controller::{self, Action};
+use shoal_bus::controller::{self, Action, TraceReconciles};
 use shoal_bus::informer::INDEX_NODE;
 use shoal_bus::shutdown::Shutdown;
 use shoal_bus::workqueue::WorkQueue;
@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use crate::context::Ctx;
 use crate::error::ReconcileError;
 use crate::gc::delete_any;
-use crate::spawn;
+use crate::{controller_config, spawn_configured};
 
 pub const NAME: &str = "pod-garbage-collector";
 
@@ -56,7 +56,9 @@ pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
             .map(|pod| ObjectKey::of(pod.as_ref()))
             .collect()
     });
-    spawn(NAME, ctx.pods.clone(), queue, ctx, reconcile, sd)
+    let mut config = controller_config(NAME, ctx);
+    config.trace = TraceReconciles::WhileDeleting;
+    spawn_configured(config, ctx.pods.clone(), queue, ctx, reconcile, sd)
 }
 
 #[cfg(test)]

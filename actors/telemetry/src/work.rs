@@ -135,6 +135,19 @@ impl Traced {
         }
     }
 
+    /// Work that records no span but carries the trace a traceparent names (none: nothing)
+    /// on to what it sends, so a write it makes continues that trace at the API.
+    pub fn carrying(traceparent: Option<&str>) -> Traced {
+        let parent = traceparent
+            .map(propagation::extract_traceparent)
+            .unwrap_or_default();
+        let valid = crate::installed() && parent.span().span_context().is_valid();
+        Traced {
+            span: tracing::Span::none(),
+            carried: valid.then_some(parent),
+        }
+    }
+
     /// [`Traced::continuing`] the trace a traceparent names (none: a new root).
     pub fn from_traceparent(
         traceparent: Option<&str>,
