@@ -33,9 +33,9 @@ pub enum TraceReconciles {
     ///
     /// NOTE: for housekeeping controllers that look at every change of a busy kind and
     /// nearly always find nothing to do (the garbage collectors see every write of every
-    /// pod). As spans, their "nothing to do" was 7 of the 25 spans of a scheduled pod's
-    /// trace, noise to a reader and a quarter of what tracing cost at a 1.0 ratio. What they
-    /// do write still shows in the trace, as the API's span of the request.
+    /// pod). As spans, their "nothing to do" was 7 of the two dozen spans of a scheduled
+    /// pod's trace: noise to a reader, and cost at a 1.0 ratio. What they do write still
+    /// shows in the trace, as the API's span of the request.
     WhileDeleting,
 }
 

@@ -204,3 +204,44 @@ fn without_parent_based_sampling_every_span_decides_for_itself() {
     });
     assert_eq!(collected.names(), ["request", "write"]);
 }
+
+#[test]
+fn carried_work_makes_no_span_but_what_it_sends_continues_the_trace() {
+    let mut sent = None;
+    let collected = traced(1.0, true, || {
+        let work = Traced::carrying(Some(SAMPLED));
+        assert!(work.span().is_none(), "carried work records no span");
+        sent = downstream(&work);
+    });
+    assert!(collected.names().is_empty(), "{:?}", collected.names());
+    assert_eq!(sent.as_deref(), Some(SAMPLED));
+}
+
+#[test]
+fn a_step_is_an_event_on_its_span_with_its_duration_and_outcome() {
+    let collected = traced(1.0, true, || {
+        let work = request(Some(SAMPLED));
+        work.in_scope(|| {
+            let started = std::time::Instant::now();
+            shoal_telemetry::step!("decode", started, false, bytes = 12u64);
+        });
+        // Outside any span there is nothing to record it on.
+        let started = std::time::Instant::now();
+        shoal_telemetry::step!("lost", started, true);
+    });
+    let spans = collected.0.lock().unwrap();
+    assert_eq!(spans.len(), 1, "the step made no span of its own");
+    let events = &spans[0].events.events;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].name, "decode");
+    let value = |key: &str| {
+        events[0]
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.to_string())
+    };
+    assert!(value("duration_us").is_some());
+    assert_eq!(value("outcome").as_deref(), Some("failed"));
+    assert_eq!(value("bytes").as_deref(), Some("12"));
+}
