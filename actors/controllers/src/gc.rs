@@ -28,7 +28,7 @@ use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::{Namespace, KINDS};
 use bus_schemas::selector::Selector;
 use bus_schemas::{with_kind, OwnerReference, Resource};
-use shoal_bus::controller::{self, Action, ControllerConfig, TraceReconciles};
+use shoal_bus::controller::{self, Action, TraceReconciles};
 use shoal_bus::informer::INDEX_OWNER;
 use shoal_bus::shutdown::Shutdown;
 use shoal_bus::workqueue::WorkQueue;
@@ -36,6 +36,7 @@ use shoal_bus::ObjectKey;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::context::Ctx;
+use crate::controller_config;
 use crate::error::ReconcileError;
 
 pub use bus_schemas::wellknown::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
@@ -334,10 +335,8 @@ pub async fn run(ctx: Arc<Ctx>, shutdown: Shutdown) {
             // Every kind's deletions route work, Namespaces' included (a namespace can own).
             tasks.push(tokio::spawn(route_changes::<K>(ctx.clone(), queues.clone())));
             if let Some(queue) = queues.get(K::INFO.kind) {
-                let mut config = ControllerConfig::new("garbage-collector");
+                let mut config = controller_config("garbage-collector", &ctx);
                 config.trace = TraceReconciles::WhileDeleting;
-                config.concurrency = ctx.tunables.concurrency;
-                config.resync = ctx.tunables.resync;
                 let informer = ctx.informers.get::<K>();
                 let sd = shutdown.clone();
                 tasks.push(tokio::spawn(controller::run(

@@ -200,30 +200,7 @@ where
     R: Fn(Arc<K>, Arc<Ctx>) -> RFut + Send + Sync + 'static,
     RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
 {
-    spawn_configured(
-        controller_config(name, ctx),
-        informer,
-        queue,
-        ctx,
-        reconcile,
-        sd,
-    )
-}
-
-/// [`spawn`] with a configuration of the controller's own.
-pub(crate) fn spawn_configured<K, R, RFut>(
-    config: ControllerConfig,
-    informer: Informer<K>,
-    queue: Arc<WorkQueue<ObjectKey>>,
-    ctx: &Arc<Ctx>,
-    reconcile: R,
-    sd: &Shutdown,
-) -> JoinHandle<()>
-where
-    K: Resource,
-    R: Fn(Arc<K>, Arc<Ctx>) -> RFut + Send + Sync + 'static,
-    RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
-{
+    let config = controller_config(name, ctx);
     tokio::spawn(controller::run(
         config,
         informer,

@@ -17,9 +17,9 @@ use shoal_bus::ObjectKey;
 use tokio::task::JoinHandle;
 
 use crate::context::Ctx;
+use crate::controller_config;
 use crate::error::ReconcileError;
 use crate::gc::delete_any;
-use crate::{controller_config, spawn_configured};
 
 pub const NAME: &str = "pod-garbage-collector";
 
@@ -58,7 +58,14 @@ pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
     });
     let mut config = controller_config(NAME, ctx);
     config.trace = TraceReconciles::WhileDeleting;
-    spawn_configured(config, ctx.pods.clone(), queue, ctx, reconcile, sd)
+    tokio::spawn(controller::run(
+        config,
+        ctx.pods.clone(),
+        queue,
+        ctx.clone(),
+        reconcile,
+        sd.clone().wait(),
+    ))
 }
 
 #[cfg(test)]

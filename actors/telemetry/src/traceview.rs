@@ -158,10 +158,11 @@ fn is_noise(key: &str) -> bool {
         || key.starts_with("otel.")
 }
 
-fn shown_attributes(attributes: &[KeyValue]) -> Vec<String> {
+/// `key=value` of the attributes worth showing, leaving out `shown_elsewhere`.
+fn shown_attributes(attributes: &[KeyValue], shown_elsewhere: &[&str]) -> Vec<String> {
     attributes
         .iter()
-        .filter(|kv| !is_noise(&kv.key))
+        .filter(|kv| !is_noise(&kv.key) && !shown_elsewhere.contains(&kv.key.as_str()))
         .filter_map(|kv| {
             let v = value_text(kv.value.as_ref()?.value.as_ref()?);
             (!v.is_empty()).then(|| format!("{}={v}", kv.key))
@@ -180,12 +181,6 @@ fn event_rows(span: &Span, parent: &Row, trace_start: u64) -> Vec<(u64, Row)> {
                 .map_or(Duration::ZERO, Duration::from_micros);
             let start = e.time_unix_nano.saturating_sub(took.as_nanos() as u64);
             let failed = attribute(&e.attributes, "outcome").as_deref() == Some("failed");
-            let attributes: Vec<KeyValue> = e
-                .attributes
-                .iter()
-                .filter(|kv| kv.key != "duration_us" && kv.key != "outcome")
-                .cloned()
-                .collect();
             let row = Row {
                 depth: parent.depth + 1,
                 actor: parent.actor.clone(),
@@ -195,7 +190,7 @@ fn event_rows(span: &Span, parent: &Row, trace_start: u64) -> Vec<(u64, Row)> {
                 parent_id: parent.span_id.clone(),
                 start_offset: Duration::from_nanos(start.saturating_sub(trace_start)),
                 duration: took,
-                attributes: shown_attributes(&attributes),
+                attributes: shown_attributes(&e.attributes, &["duration_us", "outcome"]),
                 error: failed.then(|| String::from("failed")),
                 event: true,
             };
@@ -291,7 +286,7 @@ pub fn waterfall(batches: &[ResourceSpans]) -> Vec<Row> {
                 span.end_time_unix_nano
                     .saturating_sub(span.start_time_unix_nano),
             ),
-            attributes: shown_attributes(&span.attributes),
+            attributes: shown_attributes(&span.attributes, &[]),
             error,
             event: false,
         };

@@ -53,6 +53,13 @@ fn starts_a_trace() -> bool {
         && !Context::current().span().span_context().is_valid()
 }
 
+/// The remote context a traceparent names (empty for none, or a malformed one).
+fn context_of(traceparent: Option<&str>) -> Context {
+    traceparent
+        .map(propagation::extract_traceparent)
+        .unwrap_or_default()
+}
+
 /// The unsampled trace the running code carries, if any: set by [`Traced::run`] or
 /// [`Traced::enter`] of carried work, when no span is current.
 fn carried_now() -> Option<Context> {
@@ -138,9 +145,7 @@ impl Traced {
     /// Work that records no span but carries the trace a traceparent names (none: nothing)
     /// on to what it sends, so a write it makes continues that trace at the API.
     pub fn carrying(traceparent: Option<&str>) -> Traced {
-        let parent = traceparent
-            .map(propagation::extract_traceparent)
-            .unwrap_or_default();
+        let parent = context_of(traceparent);
         let valid = crate::installed() && parent.span().span_context().is_valid();
         Traced {
             span: tracing::Span::none(),
@@ -153,10 +158,7 @@ impl Traced {
         traceparent: Option<&str>,
         make: impl FnOnce() -> tracing::Span,
     ) -> Traced {
-        let parent = traceparent
-            .map(propagation::extract_traceparent)
-            .unwrap_or_default();
-        Traced::continuing(parent, make)
+        Traced::continuing(context_of(traceparent), make)
     }
 
     /// [`Traced::continuing`] the trace a request's headers carry (a missing or malformed
