@@ -16,7 +16,6 @@ use crate::created_fields::CreatedFields;
 use crate::request::Request;
 use crate::secrets::{seal, KeyRing};
 use crate::telemetry;
-use tracing::Instrument;
 
 /// Which copy of the log answers a read of one object.
 #[derive(Debug, Clone, Copy)]
@@ -334,19 +333,24 @@ impl ApiServer {
         }
         let meta = obj.meta();
         let subject = subject_of::<K>(&meta.namespace, &meta.name);
-        let span = telemetry::cas_span(K::INFO.kind, &meta.namespace, &meta.name, expected);
-        let traceparent =
-            span.in_scope(|| telemetry::event_traceparent(req.traceparent.as_deref()));
+        let traceparent = telemetry::event_traceparent(req.traceparent.as_deref());
         let write_meta = WriteMeta {
             traceparent: traceparent.as_deref(),
             ..req.write_meta()
         };
+        let started = std::time::Instant::now();
         let written = self
             .store
             .write(&subject, event, bytes, expected, &write_meta)
-            .instrument(span.clone())
             .await;
-        telemetry::cas_outcome(&span, K::INFO.kind, &written);
+        telemetry::cas_written(
+            K::INFO.kind,
+            &meta.namespace,
+            &meta.name,
+            expected,
+            started,
+            &written,
+        );
         let written = written?;
         if written.duplicate {
             // A retry of a request already stored: answer with what the first attempt wrote.

@@ -7,7 +7,7 @@ use async_nats::HeaderMap;
 use bus_schemas::subjects::{self, HEADER_CODE};
 use shoal_bus::{StoreError, Written};
 use shoal_telemetry::metrics::label;
-use shoal_telemetry::work::{self, Traced};
+use shoal_telemetry::work::Traced;
 use shoal_telemetry::{metrics, propagation};
 use tracing::field::Empty;
 
@@ -73,44 +73,49 @@ pub fn lane_dropped(lane: &'static str) {
         .inc();
 }
 
-/// The span of one compare-and-swap write of an object version.
-pub fn cas_span(kind: &'static str, namespace: &str, name: &str, expected: u64) -> tracing::Span {
-    work::child_of_current(|| {
-        tracing::info_span!(
-            "api.cas_write",
-            kind,
-            namespace,
-            name,
-            expected,
-            resource_version = Empty,
-            outcome = Empty,
-        )
-    })
-}
-
-/// Records what a write met: written (or a duplicate of an earlier attempt), or a conflict,
-/// which the caller may retry (each retry is a span of its own).
-pub fn cas_outcome(span: &tracing::Span, kind: &'static str, result: &Result<Written, StoreError>) {
-    match result {
-        Ok(w) => {
-            span.record("resource_version", w.revision);
-            span.record("outcome", if w.duplicate { "duplicate" } else { "written" });
-        }
+/// Records one compare-and-swap write of an object version as a step of the request's span:
+/// what it expected, what it wrote, and its outcome (`written`, `duplicate`, `conflict` or
+/// `failed`). Each retry of a conflict is a step of its own, so conflicts and retries stay
+/// visible in the trace; conflicts are also counted.
+///
+/// NOTE: why a step and not a span. A write has no children, and every object change passes
+/// through one: at a 1.0 sample ratio, write spans were a quarter of all the spans of a pod's
+/// start (about 3.6 of 14).
+pub fn cas_written(
+    kind: &'static str,
+    namespace: &str,
+    name: &str,
+    expected: u64,
+    started: std::time::Instant,
+    result: &Result<Written, StoreError>,
+) {
+    let (write, resource_version) = match result {
+        Ok(w) if w.duplicate => ("duplicate", w.revision),
+        Ok(w) => ("written", w.revision),
         Err(StoreError::Conflict { .. }) => {
-            span.record("outcome", "conflict");
             metrics()
                 .api
                 .cas_conflicts
                 .get_or_create(&[label("kind", kind)])
                 .inc();
+            ("conflict", 0)
         }
-        Err(_) => {
-            span.record("outcome", "failed");
-        }
-    }
+        Err(_) => ("failed", 0),
+    };
+    shoal_telemetry::step!(
+        "api.cas_write",
+        started,
+        result.is_ok(),
+        kind,
+        namespace,
+        name,
+        expected,
+        resource_version,
+        write
+    );
 }
 
-/// The trace context an object event carries: the write's own span, so work done because of
+/// The trace context an object event carries: the request's span, so work done because of
 /// the event continues from it; the sender's header when tracing is off.
 pub fn event_traceparent(from_request: Option<&str>) -> Option<String> {
     propagation::current_traceparent().or_else(|| from_request.map(String::from))

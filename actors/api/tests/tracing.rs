@@ -1,10 +1,17 @@
 //! Trace context through the API: a request's `traceparent` is continued into the object
-//! event it causes, and a malformed one starts a new root trace without failing the request.
+//! event it causes, a malformed one starts a new root trace without failing the request, and
+//! the write a request makes is a step on its span, read back from `SHOAL_TRACES`.
 
 use bus_schemas::kinds::Pod;
 use bus_schemas::subjects;
 use shoal_api::local::LocalCluster;
+use std::time::Duration;
+
+use bus_schemas::roles::Role;
+use shoal_api::local::eventually;
+use shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span;
 use shoal_telemetry::propagation::trace_id_of;
+use shoal_telemetry::traceview::{attribute, read_trace};
 
 const SENDER_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 
@@ -20,6 +27,19 @@ fn pod(name: &str) -> Pod {
     pod
 }
 
+/// The process's tracing, as an actor installs it (one per test process: nextest runs each
+/// test in its own).
+fn telemetry() -> shoal_telemetry::Telemetry {
+    shoal_telemetry::init(shoal_telemetry::TelemetryConfig {
+        service: "api-test".into(),
+        default_actor: "test".into(),
+        log_filter: "warn".into(),
+        log_format: shoal_telemetry::LogFormat::Text,
+        otlp_endpoint: None,
+    })
+    .unwrap()
+}
+
 async fn event_traceparent(cluster: &LocalCluster, name: &str) -> Option<String> {
     cluster
         .store
@@ -33,14 +53,7 @@ async fn event_traceparent(cluster: &LocalCluster, name: &str) -> Option<String>
 #[actix::test]
 async fn a_malformed_traceparent_starts_a_new_root_trace_and_the_request_succeeds() {
     // The OpenTelemetry layer is what turns the API's spans into trace contexts.
-    let _telemetry = shoal_telemetry::init(shoal_telemetry::TelemetryConfig {
-        service: "api-test".into(),
-        default_actor: "test".into(),
-        log_filter: "warn".into(),
-        log_format: shoal_telemetry::LogFormat::Text,
-        otlp_endpoint: None,
-    })
-    .unwrap();
+    let _telemetry = telemetry();
     let cluster = LocalCluster::start().await.unwrap();
 
     let continued = cluster
@@ -53,7 +66,7 @@ async fn a_malformed_traceparent_starts_a_new_root_trace_and_the_request_succeed
     assert_eq!(trace_id_of(&tp).as_deref(), Some(SENDER_TRACE), "{tp}");
     assert!(
         !tp.contains("b7ad6b7169203331"),
-        "the event's parent is the API's write, not the sender: {tp}"
+        "the event's parent is the API's request span, not the sender: {tp}"
     );
 
     for malformed in [
@@ -72,4 +85,79 @@ async fn a_malformed_traceparent_starts_a_new_root_trace_and_the_request_succeed
         assert_ne!(trace, SENDER_TRACE);
         assert!(!tp.contains(malformed), "{tp}");
     }
+}
+
+async fn spans_of(reader: &async_nats::Client, trace: &str) -> Vec<Span> {
+    read_trace(reader, trace)
+        .await
+        .map(|batches| {
+            batches
+                .into_iter()
+                .flat_map(|rs| rs.scope_spans)
+                .flat_map(|ss| ss.spans)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[actix::test]
+async fn a_write_is_a_step_of_its_request_span_saying_what_it_wrote() {
+    let telemetry = telemetry();
+    let cluster = LocalCluster::start().await.unwrap();
+    let auth = cluster.creds(&Role::Api).await.unwrap();
+    shoal_telemetry::jetstream::export_as(&cluster.url(), move |o| auth.apply(o));
+
+    let api = cluster
+        .api()
+        .with_traceparent(Some(format!("00-{SENDER_TRACE}-b7ad6b7169203331-01")));
+    let created = api.create(&pod("written")).await.unwrap();
+    let reader = cluster.connect_as(&Role::Admin, "reader").await.unwrap();
+    eventually(
+        "the create's spans in SHOAL_TRACES",
+        Duration::from_secs(30),
+        || {
+            telemetry.flush();
+            let reader = reader.clone();
+            async move {
+                spans_of(&reader, SENDER_TRACE)
+                    .await
+                    .iter()
+                    .any(|s| s.name == "api.request")
+            }
+        },
+    )
+    .await;
+    let spans = spans_of(&reader, SENDER_TRACE).await;
+
+    assert!(
+        spans.iter().all(|s| s.name != "api.cas_write"),
+        "the write made no span of its own"
+    );
+    let request = spans.iter().find(|s| s.name == "api.request").unwrap();
+    let writes: Vec<_> = request
+        .events
+        .iter()
+        .filter(|e| e.name == "api.cas_write")
+        .collect();
+    assert_eq!(
+        writes.len(),
+        1,
+        "one attempt, one write: {:?}",
+        request.events
+    );
+    let value = |key: &str| attribute(&writes[0].attributes, key);
+    assert_eq!(value("name").as_deref(), Some("written"));
+    assert_eq!(value("namespace").as_deref(), Some("default"));
+    assert_eq!(
+        value("expected").as_deref(),
+        Some("0"),
+        "a create expects no version"
+    );
+    assert_eq!(value("write").as_deref(), Some("written"));
+    assert_eq!(value("outcome").as_deref(), Some("ok"));
+    assert_eq!(
+        value("resource_version"),
+        Some(created.metadata.resource_version.clone())
+    );
+    assert!(value("duration_us").is_some());
 }

@@ -31,6 +31,12 @@ pub enum NatsdError {
         waited: Duration,
         log: PathBuf,
     },
+    #[error("nats-server on port {port} exited while starting ({status}); its log is {log}")]
+    Exited {
+        port: u16,
+        status: std::process::ExitStatus,
+        log: PathBuf,
+    },
     #[error("no free TCP port on 127.0.0.1: {0}")]
     NoPort(std::io::Error),
     #[error("identities: {0}")]
@@ -234,6 +240,10 @@ fn relative_path(base: &std::path::Path, target: &std::path::Path) -> PathBuf {
     relative
 }
 
+/// How many other ports [`Natsd::start_in`] tries when its server exits while starting.
+#[cfg(feature = "test-support")]
+const PORT_RETRIES: usize = 3;
+
 /// How long a starting server may take to recover its store and answer.
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
@@ -256,7 +266,7 @@ async fn probe_until_ready(url: String, auth: ClientAuth, limit: Duration) -> bo
 
 impl Natsd {
     pub async fn start(config: NatsdConfig) -> Result<Natsd, NatsdError> {
-        let server = Natsd::launch(config)?;
+        let mut server = Natsd::launch(config)?;
         server.wait_ready(READY_WITHIN).await?;
         Ok(server)
     }
@@ -274,7 +284,7 @@ impl Natsd {
     }
 
     /// Waits until the server's JetStream answers.
-    pub async fn ready(&self) -> Result<(), NatsdError> {
+    pub async fn ready(&mut self) -> Result<(), NatsdError> {
         self.wait_ready(READY_WITHIN).await
     }
 
@@ -282,9 +292,18 @@ impl Natsd {
     /// identities on as `shoal up` runs it: [`Natsd::creds`] connects as a role.
     #[cfg(feature = "test-support")]
     pub async fn start_in(dir: &std::path::Path) -> Result<Natsd, NatsdError> {
-        let mut config = NatsdConfig::new(free_port()?, dir);
-        config.auth = Some(AuthDir::provision(dir.join("auth")).map_err(NatsdError::Auth)?);
-        Natsd::start(config).await
+        let auth = AuthDir::provision(dir.join("auth")).map_err(NatsdError::Auth)?;
+        let mut attempt = 0;
+        loop {
+            let mut config = NatsdConfig::new(free_port()?, dir);
+            config.auth = Some(auth.clone());
+            match Natsd::start(config).await {
+                // The port was free when picked, but tests run in parallel: another may
+                // have bound it since. A new port, then.
+                Err(NatsdError::Exited { .. }) if attempt < PORT_RETRIES => attempt += 1,
+                started => return started,
+            }
+        }
     }
 
     /// The credential of `role` on this server: a built-in identity's, or one issued (and
@@ -415,33 +434,42 @@ impl Natsd {
         Ok(())
     }
 
-    async fn wait_ready(&self, limit: Duration) -> Result<(), NatsdError> {
-        if let Some(netns) = self.config.netns.clone() {
-            // The server is reachable only from inside its namespace: probe from a thread
-            // there, with a runtime of its own whose sockets are made in that namespace.
-            let url = self.config.url();
-            let auth = self.config.admin_auth();
-            let ready = tokio::task::spawn_blocking(move || {
-                crate::netns::block_on_in(&netns, probe_until_ready(url, auth, limit))
-            })
-            .await;
-            return match ready {
-                Ok(Ok(true)) => Ok(()),
-                _ => Err(NatsdError::NotReady {
-                    port: self.config.port,
-                    waited: limit,
-                    log: self.config.log_path(),
-                }),
-            };
-        }
-        if probe_until_ready(self.config.url(), self.config.admin_auth(), limit).await {
-            return Ok(());
-        }
-        Err(NatsdError::NotReady {
+    /// Waits until JetStream answers, or the process exits (say, because another process
+    /// took its port between [`free_port`] and the server's bind): then at once, with
+    /// [`NatsdError::Exited`], instead of probing a dead server until `limit`.
+    async fn wait_ready(&mut self, limit: Duration) -> Result<(), NatsdError> {
+        let not_ready = NatsdError::NotReady {
             port: self.config.port,
             waited: limit,
             log: self.config.log_path(),
-        })
+        };
+        let url = self.config.url();
+        let auth = self.config.admin_auth();
+        let netns = self.config.netns.clone();
+        let probe = async move {
+            match netns {
+                // The server is reachable only from inside its namespace: probe from a
+                // thread there, with a runtime of its own whose sockets are made in it.
+                Some(netns) => tokio::task::spawn_blocking(move || {
+                    crate::netns::block_on_in(&netns, probe_until_ready(url, auth, limit))
+                })
+                .await
+                .is_ok_and(|r| r.is_ok_and(|ready| ready)),
+                None => probe_until_ready(url, auth, limit).await,
+            }
+        };
+        let port = self.config.port;
+        let log = self.config.log_path();
+        let Some(child) = self.child.as_mut() else {
+            return if probe.await { Ok(()) } else { Err(not_ready) };
+        };
+        tokio::select! {
+            ready = probe => if ready { Ok(()) } else { Err(not_ready) },
+            status = exited(child) => {
+                self.child = None;
+                Err(NatsdError::Exited { port, status, log })
+            }
+        }
     }
 
     pub fn url(&self) -> String {

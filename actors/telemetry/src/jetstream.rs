@@ -12,13 +12,10 @@ use async_nats::jetstream::{self, stream};
 use bus_schemas::subjects;
 use opentelemetry::trace::SpanId;
 use opentelemetry::Value;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
-use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use opentelemetry_sdk::Resource;
-use prost::Message;
 use tokio::sync::OnceCell;
 
 /// The span attribute naming the actor that did the work (`api`, `scheduler`, …).
@@ -204,11 +201,9 @@ impl SpanExporter for JetStreamExporter {
             if stamp {
                 stamp_actor(&mut spans, &actor);
             }
-            let request = ExportTraceServiceRequest {
-                resource_spans: group_spans_by_resource_and_scope(spans, &self.resource),
-            };
+            let request = crate::otlp_encode::export_request(&spans, &self.resource);
             let ack = js
-                .publish(subject, request.encode_to_vec().into())
+                .publish(subject, request.into())
                 .await
                 .map_err(|e| OTelSdkError::InternalFailure(e.to_string()))?;
             ack.await

@@ -7,7 +7,8 @@
 //! - [`propagation`]: W3C trace context in NATS headers and traceparent strings.
 //! - [`sampling`]: the sampler from `OTEL_TRACES_SAMPLER`/`OTEL_TRACES_SAMPLER_ARG`.
 //! - [`queue`]: the bounded export queue that drops (and counts) rather than slow an actor.
-//! - [`jetstream`]: the exporter to the `SHOAL_TRACES` stream.
+//! - [`jetstream`]: the exporter to the `SHOAL_TRACES` stream; [`otlp_encode`]: its OTLP
+//!   protobuf, written straight from the SDK's spans.
 //! - [`traceview`]: reading one trace back from `SHOAL_TRACES` (for `shoal trace`).
 //! - [`work`]: starting traced work, which costs nothing when its trace is not sampled.
 //! - [`logfmt`]: the JSON log line format.
@@ -17,6 +18,7 @@
 pub mod jetstream;
 pub mod logfmt;
 pub mod metrics;
+pub mod otlp_encode;
 pub mod propagation;
 pub mod queue;
 pub mod sampling;

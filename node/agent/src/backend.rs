@@ -36,22 +36,30 @@ impl Backend {
         matches!(self, Backend::Hollow(_))
     }
 
-    /// Makes the image available locally, pulling missing blobs from the cluster registry.
-    pub async fn ensure_image(
+    /// The image when nothing needs pulling: already on this machine and the container does
+    /// not ask to pull always. A hollow node has every image (and no details of any).
+    pub fn present_image(&self, reference: &str, always_pull: bool) -> Option<Option<ImageInfo>> {
+        match self {
+            Backend::Hollow(_) => Some(None),
+            Backend::Linux(_) if always_pull => None,
+            Backend::Linux(rt) => rt
+                .images()
+                .resolve(&crate::registry::normalise(reference))
+                .ok()
+                .map(Some),
+        }
+    }
+
+    /// Pulls the image's missing blobs from the cluster registry and unpacks them.
+    pub async fn pull_image(
         &self,
         registry: &Registry,
         reference: &str,
-        always_pull: bool,
     ) -> Result<Option<ImageInfo>, RegistryError> {
         match self {
             Backend::Hollow(_) => Ok(None),
             Backend::Linux(rt) => {
                 let reference = crate::registry::normalise(reference);
-                if !always_pull {
-                    if let Ok(info) = rt.images().resolve(&reference) {
-                        return Ok(Some(info));
-                    }
-                }
                 match registry.pull(rt.images(), &reference).await {
                     Ok(info) => Ok(Some(info)),
                     // Offline from the registry but present locally: use what we have.

@@ -36,8 +36,15 @@ fn child(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
     work::child_of_current(make)
 }
 
+/// A pull: its registry round trips and unpacking take long enough to be a span.
 pub fn image_span(image: &str) -> tracing::Span {
     child(|| tracing::info_span!("node.image_pull_unpack", image, outcome = Empty))
+}
+
+/// An image already on this machine, nothing pulled: a step of the pod's sync (the
+/// kubelet's "already present on machine"), not a span of its own.
+pub fn image_present(image: &str, looked: std::time::Instant) {
+    shoal_telemetry::step!("node.image_present", looked, true, image);
 }
 
 pub fn sandbox_span() -> tracing::Span {

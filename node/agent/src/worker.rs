@@ -362,14 +362,24 @@ impl Worker {
                 continue;
             }
             let always = t.container.image_pull_policy == "Always";
-            let span = traces::image_span(&t.container.image);
-            let pulled = self
-                .ctx
-                .backend
-                .ensure_image(&registry, &t.container.image, always)
-                .instrument(span.clone())
-                .await;
-            traces::outcome(&span, &pulled);
+            let looked = Instant::now();
+            let pulled = match self.ctx.backend.present_image(&t.container.image, always) {
+                Some(info) => {
+                    traces::image_present(&t.container.image, looked);
+                    Ok(info)
+                }
+                None => {
+                    let span = traces::image_span(&t.container.image);
+                    let pulled = self
+                        .ctx
+                        .backend
+                        .pull_image(&registry, &t.container.image)
+                        .instrument(span.clone())
+                        .await;
+                    traces::outcome(&span, &pulled);
+                    pulled
+                }
+            };
             match pulled {
                 Ok(info) => {
                     if let Some(info) = info {

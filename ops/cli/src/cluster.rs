@@ -42,12 +42,17 @@ pub async fn start_server(config: NatsdConfig) -> Result<Natsd> {
         .as_ref()
         .map(|c| c.routes.join(", "))
         .unwrap_or_default();
-    let server = Natsd::launch(config).context("starting nats-server")?;
+    let mut server = Natsd::launch(config).context("starting nats-server")?;
     let start = Instant::now();
     let mut told = false;
     loop {
         match server.ready().await {
             Ok(()) => return Ok(server),
+            // No peer can bring back a server that exited (its port taken, a bad store):
+            // the error names its log.
+            Err(e @ shoal_bus::natsd::NatsdError::Exited { .. }) => {
+                return Err(e).context("starting nats-server")
+            }
             Err(e) if start.elapsed() >= QUORUM_WITHIN => {
                 return Err(e).context(format!(
                     "no JetStream quorum with the peers {routes}: start `shoal up` on them (same --replicas, their own --server-name)"

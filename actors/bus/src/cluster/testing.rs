@@ -62,7 +62,7 @@ impl NatsCluster {
         for i in 0..hosts.len() {
             servers.push(Natsd::launch(config(hosts, i, dir, &auth))?);
         }
-        for server in &servers {
+        for server in &mut servers {
             server.ready().await?;
         }
         Ok(NatsCluster { servers })
