@@ -39,11 +39,13 @@ pub const STEP_TARGET: &str = "shoal::step";
 /// OpenTelemetry span and its export; a step lasts microseconds and happens on every
 /// request, so at a 1.0 sample ratio child spans for them were a third of the API's spans.
 /// The Kubernetes API server records the same steps of a request as events on its span.
-/// Outside a recorded span (tracing off, or a trace sampled out) it does nothing.
+/// Outside a recorded span (tracing off, or a trace sampled out) it does nothing. It asks the
+/// dispatcher whether a span is entered rather than taking `Span::current()`, which clones
+/// the span's handle and closes it again through every layer, on every request.
 #[macro_export]
 macro_rules! step {
     ($name:literal, $started:expr, $ok:expr $(, $($field:tt)+)?) => {
-        if !::tracing::Span::current().is_none() {
+        if ::tracing::dispatcher::get_default(|d| d.current_span().is_known()) {
             ::tracing::event!(
                 name: $name,
                 target: $crate::STEP_TARGET,

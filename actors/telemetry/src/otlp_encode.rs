@@ -2,9 +2,9 @@
 //!
 //! NOTE: why not `opentelemetry-proto`'s conversion and prost. That path first copies every
 //! span into the generated message types (a `String` per attribute key and string value, a
-//! `Vec` per id, per event and per attribute list), encodes them, then frees them all: at a
-//! 1.0 sample ratio it was three quarters of the export thread's time, on a machine whose
-//! cores the actors need. Here each field is written once into one buffer. The bytes are
+//! `Vec` per id, per event and per attribute list), encodes them, then frees them all: in a
+//! profile at a 1.0 sample ratio, 86 % of the export thread's samples (the copying alone,
+//! 56 %), on a machine whose cores the actors need. Here each field is written once into one buffer. The bytes are
 //! the same `ExportTraceServiceRequest` (the tests decode them with the generated types and
 //! compare them with the conversion's, byte for byte), so readers are unchanged. The OTLP exporter to a
 //! collector still uses `opentelemetry-otlp`.
@@ -199,9 +199,10 @@ fn nested(buf: &mut Vec<u8>, tag: u32, write: impl FnOnce(&mut Vec<u8>)) {
     if len < 0x80 {
         buf[at] = len as u8;
     } else {
-        let mut prefix = Vec::with_capacity(encoded_len_varint(len));
-        encode_varint(len, &mut prefix);
-        buf.splice(at..at + 1, prefix);
+        let mut prefix = [0u8; 10];
+        let width = encoded_len_varint(len);
+        encode_varint(len, &mut &mut prefix[..]);
+        buf.splice(at..at + 1, prefix[..width].iter().copied());
     }
 }
 
