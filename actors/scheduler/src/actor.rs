@@ -792,7 +792,7 @@ impl Runner {
                 let (api, reports, node) = (api.clone(), reports.clone(), node.clone());
                 async move {
                     // Past the window other schedulers may already ignore our entry.
-                    let bind = telemetry::bind_span(&b.trace, &node);
+                    let started = Instant::now();
                     let selected = if b.select_claims.is_empty() {
                         Ok(())
                     } else {
@@ -803,10 +803,10 @@ impl Runner {
                     } else if written_at.elapsed() > ledger::BIND_WINDOW {
                         BindOutcome::Failed("bind window passed before the bind was sent".into())
                     } else {
-                        bind.run(bind::bind_pod(&api, &b.pod, &node)).await
+                        b.trace.run(bind::bind_pod(&api, &b.pod, &node)).await
                     };
-                    bind.span()
-                        .record("outcome", telemetry::bind_outcome(&outcome));
+                    b.trace
+                        .in_scope(|| telemetry::bind_step(&node, &outcome, started));
                     let _ = reports.send(Report::Bind {
                         key: b.key,
                         node,

@@ -5,22 +5,14 @@
 //! [`crate::init`]) spans carry no context: nothing is injected and extraction is a no-op.
 
 use async_nats::HeaderMap;
-use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::TraceContextExt;
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::{SpanContext, TraceContextExt};
 use opentelemetry::Context;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 pub const TRACEPARENT: &str = "traceparent";
 pub const TRACESTATE: &str = "tracestate";
-
-struct HeaderInjector<'a>(&'a mut HeaderMap);
-
-impl Injector for HeaderInjector<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        self.0.insert(key, value.as_str());
-    }
-}
 
 struct HeaderExtractor<'a>(&'a HeaderMap);
 
@@ -60,40 +52,59 @@ fn current_context() -> Context {
 }
 
 /// Writes the current span's context into `headers`; leaves them alone when there is none.
+///
+/// NOTE: why not the SDK's `TraceContextPropagator::inject_context`. It always writes a
+/// `tracestate`, empty when the trace has none (as all of Shoal's do), and every delivered
+/// message's headers are parsed, header by header, by each client that receives it. W3C
+/// Trace Context asks senders not to send an empty `tracestate`.
 pub fn inject_current(headers: &mut HeaderMap) {
     let cx = current_context();
-    if cx.span().span_context().is_valid() {
-        TraceContextPropagator::new().inject_context(&cx, &mut HeaderInjector(headers));
+    let span = cx.span();
+    let span_context = span.span_context();
+    if !span_context.is_valid() {
+        return;
+    }
+    headers.insert(TRACEPARENT, traceparent_of(span_context).as_str());
+    let state = span_context.trace_state().header();
+    if !state.is_empty() {
+        headers.insert(TRACESTATE, state.as_str());
     }
 }
 
+fn traceparent_of(span_context: &SpanContext) -> String {
+    format!(
+        "00-{}-{}-{:02x}",
+        span_context.trace_id(),
+        span_context.span_id(),
+        span_context.trace_flags().to_u8()
+    )
+}
+
 /// The remote context `headers` carry: empty (so a new root starts) when they carry none or
-/// a malformed one.
+/// a malformed one. Never the running code's context: a message starts its own work.
 pub fn extract(headers: Option<&HeaderMap>) -> Context {
     match headers {
-        Some(h) => TraceContextPropagator::new().extract(&HeaderExtractor(h)),
+        Some(h) => {
+            TraceContextPropagator::new().extract_with_context(&Context::new(), &HeaderExtractor(h))
+        }
         None => Context::new(),
     }
 }
 
 /// The remote context of a traceparent string (empty when malformed).
 pub fn extract_traceparent(traceparent: &str) -> Context {
-    TraceContextPropagator::new().extract(&TraceparentExtractor(traceparent))
+    TraceContextPropagator::new()
+        .extract_with_context(&Context::new(), &TraceparentExtractor(traceparent))
 }
 
 /// The current span's context as a traceparent, if it has a valid one.
 pub fn current_traceparent() -> Option<String> {
     let cx = current_context();
-    let span_context = cx.span().span_context().clone();
-    if !span_context.is_valid() {
-        return None;
-    }
-    Some(format!(
-        "00-{}-{}-{:02x}",
-        span_context.trace_id(),
-        span_context.span_id(),
-        span_context.trace_flags().to_u8()
-    ))
+    let span = cx.span();
+    let span_context = span.span_context();
+    span_context
+        .is_valid()
+        .then(|| traceparent_of(span_context))
 }
 
 /// The trace id a traceparent names, if it is well formed.
@@ -133,5 +144,49 @@ mod tests {
         let mut bad = HeaderMap::new();
         bad.insert(TRACEPARENT, "not-a-trace");
         assert!(!extract(Some(&bad)).span().span_context().is_valid());
+    }
+
+    fn injected_with_state(state: &str) -> HeaderMap {
+        use opentelemetry::trace::{SpanId, TraceFlags, TraceId, TraceState};
+        use std::str::FromStr;
+        let remote = SpanContext::new(
+            TraceId::from_hex("0af7651916cd43dd8448eb211c80319c").unwrap(),
+            SpanId::from_hex("b7ad6b7169203331").unwrap(),
+            TraceFlags::SAMPLED,
+            true,
+            TraceState::from_str(state).unwrap(),
+        );
+        let _current = Context::new().with_remote_span_context(remote).attach();
+        let mut headers = HeaderMap::new();
+        inject_current(&mut headers);
+        headers
+    }
+
+    #[test]
+    fn an_empty_tracestate_is_not_sent_and_a_set_one_is() {
+        let plain = injected_with_state("");
+        assert_eq!(
+            plain.get(TRACEPARENT).map(|v| v.as_str()),
+            Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+        );
+        assert!(plain.get(TRACESTATE).is_none());
+        let vendor = injected_with_state("vendor=abc");
+        assert_eq!(
+            vendor.get(TRACESTATE).map(|v| v.as_str()),
+            Some("vendor=abc")
+        );
+        let cx = extract(Some(&vendor));
+        assert_eq!(
+            cx.span().span_context().trace_state().header(),
+            "vendor=abc"
+        );
+    }
+
+    #[test]
+    fn nothing_is_injected_outside_a_trace() {
+        let mut headers = HeaderMap::new();
+        inject_current(&mut headers);
+        assert!(headers.get(TRACEPARENT).is_none());
+        assert!(headers.get(TRACESTATE).is_none());
     }
 }

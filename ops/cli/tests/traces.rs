@@ -522,6 +522,7 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
         ("scheduler", "schedule"),
         ("scheduler", "scheduler.filter"),
         ("scheduler", "scheduler.score"),
+        ("scheduler", "scheduler.bind"),
         ("node", "node.probe"),
     ] {
         assert!(
