@@ -438,10 +438,17 @@ impl Natsd {
     /// took its port between [`free_port`] and the server's bind): then at once, with
     /// [`NatsdError::Exited`], instead of probing a dead server until `limit`.
     async fn wait_ready(&mut self, limit: Duration) -> Result<(), NatsdError> {
-        let not_ready = NatsdError::NotReady {
-            port: self.config.port,
-            waited: limit,
-            log: self.config.log_path(),
+        let (port, log) = (self.config.port, self.config.log_path());
+        let answered = |ready: bool, log: PathBuf| {
+            if ready {
+                Ok(())
+            } else {
+                Err(NatsdError::NotReady {
+                    port,
+                    waited: limit,
+                    log,
+                })
+            }
         };
         let url = self.config.url();
         let auth = self.config.admin_auth();
@@ -458,13 +465,11 @@ impl Natsd {
                 None => probe_until_ready(url, auth, limit).await,
             }
         };
-        let port = self.config.port;
-        let log = self.config.log_path();
         let Some(child) = self.child.as_mut() else {
-            return if probe.await { Ok(()) } else { Err(not_ready) };
+            return answered(probe.await, log);
         };
         tokio::select! {
-            ready = probe => if ready { Ok(()) } else { Err(not_ready) },
+            ready = probe => answered(ready, log),
             status = exited(child) => {
                 self.child = None;
                 Err(NatsdError::Exited { port, status, log })

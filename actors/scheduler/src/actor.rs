@@ -805,7 +805,10 @@ impl Runner {
                     } else {
                         b.trace.run(bind::bind_pod(&api, &b.pod, &node)).await
                     };
+                    // Only the span: a step is recorded inside a span or not at all, so a
+                    // carried trace's context need not be attached for it.
                     b.trace
+                        .span()
                         .in_scope(|| telemetry::bind_step(&node, &outcome, started));
                     let _ = reports.send(Report::Bind {
                         key: b.key,

@@ -79,7 +79,7 @@ pub fn bound(pod: &Pod) {
     }
 }
 
-pub fn bind_outcome(outcome: &crate::bind::BindOutcome) -> &'static str {
+fn bind_outcome(outcome: &crate::bind::BindOutcome) -> &'static str {
     use crate::bind::BindOutcome;
     match outcome {
         BindOutcome::Bound(_) => "bound",

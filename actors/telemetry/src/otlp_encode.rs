@@ -179,9 +179,10 @@ fn array_values(array: &Array, buf: &mut Vec<u8>) {
         Array::Bool(v) => v.iter().for_each(|b| each(Value::Bool(*b))),
         Array::I64(v) => v.iter().for_each(|i| each(Value::I64(*i))),
         Array::F64(v) => v.iter().for_each(|f| each(Value::F64(*f))),
+        // Written from the borrowed text: wrapping each in a `Value` would copy it.
         Array::String(v) => v
             .iter()
-            .for_each(|s: &StringValue| each(Value::String(s.clone()))),
+            .for_each(|s: &StringValue| nested(buf, 1, |buf| oneof_string(buf, 1, s.as_str()))),
         other => each(Value::String(other.to_string().into())),
     }
 }
