@@ -133,6 +133,7 @@ impl AuthDir {
         for d in [&auth.dir, &creds] {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).map_err(io(d))?;
         }
+        let _lock = auth.lock()?;
         let mut registry = auth.load()?;
         let mut changed = false;
         for (name, role) in BUILT_IN {
@@ -188,6 +189,7 @@ impl AuthDir {
     /// Issues a credential for `role` under `name` and writes the server's authorization
     /// file; a running server needs a reload ([`crate::natsd::reload`]) to admit it.
     pub fn issue(&self, role: &Role, name: &str) -> Result<PathBuf, AuthError> {
+        let _lock = self.lock()?;
         let mut registry = self.load()?;
         if registry
             .identities
@@ -204,13 +206,8 @@ impl AuthDir {
     /// The credential of `name`, issuing it with `role` if there is none yet (a node's
     /// credential, on its first start).
     pub fn ensure(&self, role: &Role, name: &str) -> Result<PathBuf, AuthError> {
-        let registry = self.load()?;
-        match registry.identities.get(name) {
-            Some(i) if i.revoked.is_none() && self.creds_path(name).is_file() => {
-                Ok(self.creds_path(name))
-            }
-            _ => self.issue(role, name),
-        }
+        let (mut paths, _) = self.ensure_many(&[(role.clone(), name.to_string())])?;
+        Ok(paths.remove(0))
     }
 
     /// [`AuthDir::ensure`] for many identities at once, with one write of the server's
@@ -221,6 +218,7 @@ impl AuthDir {
         &self,
         wanted: &[(Role, String)],
     ) -> Result<(Vec<PathBuf>, bool), AuthError> {
+        let _lock = self.lock()?;
         let mut registry = self.load()?;
         let mut issued = false;
         let mut paths = Vec::with_capacity(wanted.len());
@@ -245,6 +243,7 @@ impl AuthDir {
     /// Marks `name` revoked and drops it from the server's authorization file; its
     /// credential file is deleted. A running server needs a reload to act on it.
     pub fn revoke(&self, name: &str) -> Result<Identity, AuthError> {
+        let _lock = self.lock()?;
         let mut registry = self.load()?;
         let identity = live_mut(&mut registry, name)?;
         identity.revoked = Some(chrono::Utc::now());
@@ -262,6 +261,7 @@ impl AuthDir {
     /// and it replaces any token issued before (whose holders get 401 from then on). The
     /// token is returned once, for the caller to put in a kubeconfig.
     pub fn issue_token(&self, name: &str) -> Result<String, AuthError> {
+        let _lock = self.lock()?;
         let mut registry = self.load()?;
         let identity = live_mut(&mut registry, name)?;
         let token = new_token();
@@ -314,6 +314,22 @@ impl AuthDir {
             },
         );
         Ok(path)
+    }
+
+    /// Held from reading the registry to writing it back: `shoal up` (its gateway's token,
+    /// a node's first credential) and `shoal creds` change one directory at the same time,
+    /// and without it one's write drops what the other issued. Released when dropped.
+    fn lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>, AuthError> {
+        let path = self.dir.join("registry.lock");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io(&path))?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| io(&path)(std::io::Error::from(errno)))
     }
 
     fn load(&self) -> Result<Registry, AuthError> {
@@ -370,9 +386,12 @@ fn write_secret(path: &Path, contents: &str) -> Result<(), AuthError> {
 }
 
 /// Writes a file only its owner may read, beside and renamed over: a crash leaves the old
-/// file or the new one, never half of a key.
+/// file or the new one, never half of a key. The file beside is this writer's own, so two
+/// processes writing the same file at once never write into one another's.
 pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nth = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp.{}.{nth}", std::process::id()));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -612,6 +631,45 @@ mod tests {
             auth.issue_token("bob"),
             Err(AuthError::NotFound(_))
         ));
+    }
+
+    #[test]
+    fn writers_at_the_same_time_lose_nothing_the_others_issued() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = AuthDir::provision(dir.path()).unwrap();
+        // What `shoal up`'s gateway (a token) and several `shoal creds create` do at once.
+        let writers: Vec<_> = (0..6)
+            .map(|w| {
+                let auth = AuthDir::open(dir.path());
+                std::thread::spawn(move || {
+                    for i in 0..4 {
+                        auth.issue(&Role::Viewer, &format!("user-{w}-{i}")).unwrap();
+                        auth.issue_token("admin").unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let issued = auth.list().unwrap();
+        assert_eq!(issued.len(), BUILT_IN.len() + 24, "{issued:?}");
+        let conf = std::fs::read_to_string(auth.server_conf_path()).unwrap();
+        for identity in &issued {
+            assert!(
+                conf.contains(&identity.public_key),
+                "{} is admitted",
+                identity.name
+            );
+        }
+        let admin = issued.iter().find(|i| i.name == "admin").unwrap();
+        assert!(admin.token_sha256.is_some());
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.contains(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
     }
 
     #[test]

@@ -31,16 +31,29 @@ pub enum NatsdError {
         waited: Duration,
         log: PathBuf,
     },
-    #[error("nats-server on port {port} exited while starting ({status}); its log is {log}")]
+    #[error(
+        "nats-server on port {port} exited while starting ({status}); its log is {log}{}",
+        what_it_printed(said)
+    )]
     Exited {
         port: u16,
         status: std::process::ExitStatus,
         log: PathBuf,
+        /// What the process wrote to its stderr (a configuration error, a Go panic).
+        said: String,
     },
     #[error("no free TCP port on 127.0.0.1: {0}")]
     NoPort(std::io::Error),
     #[error("identities: {0}")]
     Auth(crate::auth::AuthError),
+}
+
+fn what_it_printed(said: &str) -> String {
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!("; it printed:\n{said}")
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -159,6 +172,12 @@ impl NatsdConfig {
         self.data_dir.join("nats-server.pid")
     }
 
+    /// Where the server's stderr goes (appended): what it prints before its log is open
+    /// (a configuration error) or instead of logging (a Go panic).
+    pub fn stderr_path(&self) -> PathBuf {
+        self.data_dir.join("nats-server.stderr")
+    }
+
     pub fn config_path(&self) -> PathBuf {
         self.data_dir.join("nats-server.conf")
     }
@@ -172,6 +191,8 @@ impl NatsdConfig {
 pub struct Natsd {
     config: NatsdConfig,
     child: Option<Child>,
+    /// Where the running process's output starts in the (appended) stderr file.
+    stderr_from: u64,
 }
 
 /// Finds the nats-server binary: `SHOAL_NATS_SERVER`, then PATH.
@@ -278,6 +299,7 @@ impl Natsd {
         let mut server = Natsd {
             config,
             child: None,
+            stderr_from: 0,
         };
         server.spawn_process()?;
         Ok(server)
@@ -420,12 +442,22 @@ impl Natsd {
             }
             None => Command::new(binary),
         };
+        let stderr_path = self.config.stderr_path();
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&stderr_path)
+            .map_err(|source| NatsdError::Config {
+                path: stderr_path,
+                source,
+            })?;
+        self.stderr_from = stderr.metadata().map_or(0, |m| m.len());
         command
             .arg("-c")
             .arg(&conf_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(stderr);
         // SIGTERM rather than SIGKILL: the server then closes its store cleanly and the next
         // start need not rebuild its indexes (with `sync_interval: always` a SIGKILL would
         // lose nothing acknowledged either).
@@ -472,7 +504,8 @@ impl Natsd {
             ready = probe => answered(ready, log),
             status = exited(child) => {
                 self.child = None;
-                Err(NatsdError::Exited { port, status, log })
+                let said = self.printed();
+                Err(NatsdError::Exited { port, status, log, said })
             }
         }
     }
@@ -526,6 +559,18 @@ impl Natsd {
             Some(child) => Some(exited(child).await),
             None => None,
         }
+    }
+
+    /// The last lines the current (or last) process wrote to its stderr, if any.
+    pub fn printed(&self) -> String {
+        const LAST_LINES: usize = 20;
+        let Ok(all) = std::fs::read(self.config.stderr_path()) else {
+            return String::new();
+        };
+        let own = all.get(self.stderr_from as usize..).unwrap_or_default();
+        let text = String::from_utf8_lossy(own);
+        let lines: Vec<&str> = text.trim_end().lines().collect();
+        lines[lines.len().saturating_sub(LAST_LINES)..].join("\n")
     }
 
     /// The server's process id, while it runs.

@@ -42,6 +42,7 @@ mod remote;
 mod rollout;
 mod rollout_sts;
 mod scale;
+mod server_watch;
 mod table;
 mod top;
 mod trace;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use bus_schemas::roles::Role;
 use shoal_bus::auth::{default_name, AuthDir};
-use shoal_bus::natsd::{Natsd, NatsdConfig};
+use shoal_bus::natsd::NatsdConfig;
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::{ApiClient, InformerFactory, Store, StoreError};
 
@@ -198,7 +198,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
             );
             let server = crate::cluster::start_server(config).await?;
             let url = server.url();
-            natsd = Some(server);
+            natsd = Some(crate::server_watch::ServerWatch::start(server));
             url
         }
     };
@@ -489,7 +489,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
 /// short shutdown loses nothing but in-flight work, which the next start redoes.
 async fn stop_within_budget(
     tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
-    natsd: Option<Natsd>,
+    natsd: Option<crate::server_watch::ServerWatch>,
 ) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(2500);
     for (name, task) in tasks {
@@ -497,7 +497,7 @@ async fn stop_within_budget(
             eprintln!("warning: the {name} actor did not stop in time; leaving it");
         }
     }
-    if let Some(mut server) = natsd {
+    if let Some(server) = natsd {
         server.stop_within(Duration::from_secs(1)).await;
     }
 }

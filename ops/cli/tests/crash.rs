@@ -219,3 +219,57 @@ fn an_orphaned_server_of_the_data_dir_is_stopped_and_reported() {
     assert_ne!(servers[0], orphan_pid);
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
 }
+
+#[test]
+fn a_server_that_dies_under_up_is_started_again_and_the_cluster_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = data_dir(&tmp);
+    let port = shoal_bus::natsd::free_port().unwrap();
+    let up = Up::start(&dir, port);
+    let first = server_pid(&dir);
+    kill(Pid::from_raw(first), Signal::SIGKILL).unwrap();
+
+    let manifest = dir.join("ns.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: after-the-crash\n",
+    )
+    .unwrap();
+    let shoal = |args: &[&str]| {
+        Command::new(SHOAL)
+            .args(args)
+            .env("SHOAL_NATS", format!("nats://127.0.0.1:{port}"))
+            .env("SHOAL_CREDS", dir.join("auth/creds/admin.nk"))
+            .output()
+            .unwrap()
+    };
+    // Written through the API actor, whose connection had to come back to the new server.
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            shoal(&["apply", "-f", manifest.to_str().unwrap()])
+                .status
+                .success()
+        }),
+        "no write succeeded within 60 s of the server's death (servers now: {:?})",
+        servers_for(&dir)
+    );
+    let got = shoal(&["get", "ns", "after-the-crash", "-o", "name"]);
+    assert!(
+        String::from_utf8_lossy(&got.stdout).contains("after-the-crash"),
+        "{got:?}"
+    );
+    let servers = servers_for(&dir);
+    assert_eq!(servers.len(), 1, "one server for the data dir: {servers:?}");
+    assert_ne!(servers[0], first, "a new process");
+
+    let mut said = Vec::new();
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            said.extend(up.stderr());
+            said.iter()
+                .any(|l| l.contains("nats-server exited on its own (signal: 9"))
+                && said.iter().any(|l| l.contains("nats-server is back on"))
+        }),
+        "shoal up reports the exit and the restart: {said:?}"
+    );
+}

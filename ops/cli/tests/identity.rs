@@ -51,6 +51,7 @@ impl Cluster {
     fn start_with(args: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
+        let up_stderr = std::fs::File::create(dir.path().join("up.stderr")).unwrap();
         let up = Command::new(SHOAL)
             .args(["up", "--no-node", "--port", &port.to_string()])
             .args(["--gateway-listen", "127.0.0.1:0", "--metrics-addr", ""])
@@ -58,7 +59,7 @@ impl Cluster {
             .arg(dir.path())
             .args(args)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(up_stderr)
             .tied_to_this_thread()
             .spawn()
             .unwrap();
@@ -80,6 +81,21 @@ impl Cluster {
 
     fn data_dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The end of what `shoal up` and its nats-server wrote: a failed test shows why the
+    /// cluster stopped answering, before the data dir is deleted.
+    fn print_logs(&self) {
+        for file in [
+            "up.stderr",
+            "nats/nats-server.stderr",
+            "nats/nats-server.log",
+        ] {
+            let text = std::fs::read_to_string(self.data_dir().join(file)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            eprintln!("--- the end of {file}:\n{tail}");
+        }
     }
 
     fn admin(&self) -> PathBuf {
@@ -153,6 +169,14 @@ impl Cluster {
         all.extend_from_slice(args);
         all.extend_from_slice(&["--data-dir", self.data_dir().to_str().unwrap()]);
         self.shoal(None, &all)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.print_logs();
+        }
     }
 }
 
