@@ -48,7 +48,9 @@ pub enum NatsdError {
     Auth(crate::auth::AuthError),
 }
 
-fn what_it_printed(said: &str) -> String {
+/// `"; it printed:\n…"` for a server's last output (see [`Natsd::printed`]); nothing when it
+/// printed nothing.
+pub fn what_it_printed(said: &str) -> String {
     if said.is_empty() {
         String::new()
     } else {

@@ -4,10 +4,10 @@
 //! span into the generated message types (a `String` per attribute key and string value, a
 //! `Vec` per id, per event and per attribute list), encodes them, then frees them all: in a
 //! profile at a 1.0 sample ratio, 86 % of the export thread's samples (the copying alone,
-//! 56 %), on a machine whose cores the actors need. Here each field is written once into one buffer. The bytes are
-//! the same `ExportTraceServiceRequest` (the tests decode them with the generated types and
-//! compare them with the conversion's, byte for byte), so readers are unchanged. The OTLP exporter to a
-//! collector still uses `opentelemetry-otlp`.
+//! 56 %), on a machine whose cores the actors need. Here each field is written once into one
+//! buffer. The bytes are the same `ExportTraceServiceRequest` (the tests decode them with the
+//! generated types and compare them with the conversion's, byte for byte), so readers are
+//! unchanged. The OTLP exporter to a collector still uses `opentelemetry-otlp`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -36,57 +36,34 @@ impl ServerWatch {
     }
 }
 
-async fn watch(mut server: Natsd, mut stopped: oneshot::Receiver<Duration>) {
-    loop {
-        tokio::select! {
-            limit = &mut stopped => {
-                server.stop_within(limit.unwrap_or_default()).await;
-                return;
-            }
-            status = server.wait() => {
-                let Some(status) = status else { return };
-                eprintln!("{}", exit_report(&server, status));
-            }
-        }
-        let mut wait = FIRST_WAIT;
-        loop {
-            tokio::select! {
-                limit = &mut stopped => {
-                    server.stop_within(limit.unwrap_or_default()).await;
-                    return;
-                }
-                restarted = restart_after(&mut server, wait) => match restarted {
-                    Ok(()) => {
-                        eprintln!("nats-server is back on {}", server.url());
-                        break;
-                    }
-                    Err(e) => {
-                        wait = (wait * 2).min(MOST_BETWEEN);
-                        eprintln!("error: restarting nats-server: {e}; trying again in {wait:?}");
-                    }
-                },
-            }
-        }
+async fn watch(mut server: Natsd, stopped: oneshot::Receiver<Duration>) {
+    tokio::select! {
+        limit = stopped => server.stop_within(limit.unwrap_or_default()).await,
+        () = keep_running(&mut server) => {}
     }
 }
 
-async fn restart_after(
-    server: &mut Natsd,
-    wait: Duration,
-) -> Result<(), shoal_bus::natsd::NatsdError> {
-    tokio::time::sleep(wait).await;
-    server.restart().await
-}
-
-fn exit_report(server: &Natsd, status: std::process::ExitStatus) -> String {
-    let printed = server.printed();
-    let printed = if printed.is_empty() {
-        String::new()
-    } else {
-        format!("; it printed:\n{printed}\n")
-    };
-    format!(
-        "warning: nats-server exited on its own ({status}); its log is {}{printed}; starting it again on the same port and store …",
-        server.config().log_path().display()
-    )
+/// Waits for the server to exit, reports it and starts it again, for as long as it runs.
+async fn keep_running(server: &mut Natsd) {
+    while let Some(status) = server.wait().await {
+        eprintln!(
+            "warning: nats-server exited on its own ({status}); starting it again on the same port and store; its log is {}{}",
+            server.config().log_path().display(),
+            shoal_bus::natsd::what_it_printed(&server.printed()),
+        );
+        let mut wait = FIRST_WAIT;
+        loop {
+            tokio::time::sleep(wait).await;
+            match server.restart().await {
+                Ok(()) => break,
+                Err(e) => {
+                    wait = (wait * 2).min(MOST_BETWEEN);
+                    eprintln!("error: restarting nats-server: {e}; trying again in {wait:?}");
+                }
+            }
+        }
+        eprintln!("nats-server is back on {}", server.url());
+    }
+    // No process to watch: only a stop ends this.
+    std::future::pending().await
 }
