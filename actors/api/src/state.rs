@@ -48,7 +48,7 @@ pub(crate) fn decode_object<K: Resource>(payload: &[u8]) -> Result<K, Status> {
         started,
         decoded.is_ok(),
         kind = K::INFO.kind,
-        bytes = payload.len()
+        bytes = shoal_telemetry::int(payload.len())
     );
     decoded
 }

@@ -109,8 +109,8 @@ pub fn cas_written(
         kind,
         namespace,
         name,
-        expected,
-        resource_version,
+        expected = shoal_telemetry::int(expected),
+        resource_version = shoal_telemetry::int(resource_version),
         write
     );
 }

@@ -27,9 +27,9 @@ pub fn reconcile_span<K: Resource>(
             shoal.actor = "controllers",
             controller,
             kind = K::INFO.kind,
-            namespace = %key.namespace,
-            name = %key.name,
-            resource_version = %obj.meta().resource_version,
+            namespace = key.namespace.as_str(),
+            name = key.name.as_str(),
+            resource_version = obj.meta().resource_version.as_str(),
             outcome = Empty,
             otel.status_code = Empty,
         )

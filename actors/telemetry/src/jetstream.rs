@@ -148,43 +148,57 @@ impl JetStreamExporter {
     }
 }
 
-fn actor_attribute(span: &SpanData) -> Option<String> {
+fn actor_attribute(span: &SpanData) -> Option<&str> {
     span.attributes
         .iter()
         .find(|kv| kv.key.as_str() == ACTOR_ATTRIBUTE)
-        .map(|kv| match &kv.value {
-            Value::String(s) => s.to_string(),
-            other => other.to_string(),
+        .and_then(|kv| match &kv.value {
+            Value::String(s) => Some(s.as_str()),
+            _ => None,
         })
 }
 
-/// Groups a batch by actor: a span without the attribute takes its nearest ancestor's in the
-/// same batch (children end, and are exported, no later than their parents' batch in one
-/// process), else the process's default.
-pub fn by_actor(batch: Vec<SpanData>, default_actor: &str) -> HashMap<String, Vec<SpanData>> {
-    let own: HashMap<SpanId, (SpanId, Option<String>)> = batch
-        .iter()
-        .map(|s| {
-            (
-                s.span_context.span_id(),
-                (s.parent_span_id, actor_attribute(s)),
-            )
-        })
-        .collect();
-    let resolve = |mut id: SpanId| -> String {
-        for _ in 0..64 {
-            match own.get(&id) {
-                Some((_, Some(actor))) => return actor.clone(),
-                Some((parent, None)) => id = *parent,
-                None => break,
+/// Groups a batch by actor, in the order actors first appear: a span without the attribute
+/// takes its nearest ancestor's in the same batch (children end, and are exported, no later
+/// than their parents' batch in one process), else the process's default. The actors are
+/// read in place: a batch copies each actor's name once, not once per span.
+pub fn by_actor(batch: Vec<SpanData>, default_actor: &str) -> Vec<(String, Vec<SpanData>)> {
+    let mut actors: Vec<String> = Vec::new();
+    let group_of: Vec<usize> = {
+        let own: HashMap<SpanId, (SpanId, Option<&str>)> = batch
+            .iter()
+            .map(|s| {
+                (
+                    s.span_context.span_id(),
+                    (s.parent_span_id, actor_attribute(s)),
+                )
+            })
+            .collect();
+        let resolve = |mut id: SpanId| -> &str {
+            for _ in 0..64 {
+                match own.get(&id) {
+                    Some((_, Some(actor))) => return actor,
+                    Some((parent, None)) => id = *parent,
+                    None => break,
+                }
             }
-        }
-        default_actor.to_string()
+            default_actor
+        };
+        batch
+            .iter()
+            .map(|span| {
+                let actor = resolve(span.span_context.span_id());
+                actors.iter().position(|a| a == actor).unwrap_or_else(|| {
+                    actors.push(actor.to_string());
+                    actors.len() - 1
+                })
+            })
+            .collect()
     };
-    let mut groups: HashMap<String, Vec<SpanData>> = HashMap::new();
-    for span in batch {
-        let actor = resolve(span.span_context.span_id());
-        groups.entry(actor).or_default().push(span);
+    let mut groups: Vec<(String, Vec<SpanData>)> =
+        actors.into_iter().map(|a| (a, Vec::new())).collect();
+    for (span, group) in batch.into_iter().zip(group_of) {
+        groups[group].1.push(span);
     }
     groups
 }
@@ -220,6 +234,65 @@ impl SpanExporter for JetStreamExporter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn span(id: u64, parent: u64, actor: Option<&'static str>) -> SpanData {
+        use opentelemetry::trace::{
+            SpanContext, SpanKind, Status, TraceFlags, TraceId, TraceState,
+        };
+        SpanData {
+            span_context: SpanContext::new(
+                TraceId::from(7u128),
+                SpanId::from(id),
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            ),
+            parent_span_id: SpanId::from(parent),
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Internal,
+            name: "work".into(),
+            start_time: std::time::UNIX_EPOCH,
+            end_time: std::time::UNIX_EPOCH,
+            attributes: actor
+                .map(|a| opentelemetry::KeyValue::new(ACTOR_ATTRIBUTE, a))
+                .into_iter()
+                .collect(),
+            dropped_attributes_count: 0,
+            events: Default::default(),
+            links: Default::default(),
+            status: Status::Unset,
+            instrumentation_scope: Default::default(),
+        }
+    }
+
+    #[test]
+    fn spans_are_grouped_by_their_own_or_their_nearest_ancestors_actor() {
+        let batch = vec![
+            span(3, 2, None),
+            span(2, 1, Some("api")),
+            span(5, 0, Some("scheduler")),
+            span(6, 99, None),
+            span(4, 3, None),
+        ];
+        let groups: Vec<(String, Vec<u64>)> = by_actor(batch, "controllers")
+            .into_iter()
+            .map(|(actor, spans)| {
+                let ids = spans
+                    .iter()
+                    .map(|s| u64::from_be_bytes(s.span_context.span_id().to_bytes()))
+                    .collect();
+                (actor, ids)
+            })
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("api".to_string(), vec![3, 2, 4]),
+                ("scheduler".to_string(), vec![5]),
+                ("controllers".to_string(), vec![6]),
+            ]
+        );
+    }
 
     #[test]
     fn a_node_process_publishes_every_actor_under_its_own_subject() {

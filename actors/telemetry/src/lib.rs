@@ -50,13 +50,21 @@ macro_rules! step {
                 name: $name,
                 target: $crate::STEP_TARGET,
                 ::tracing::Level::INFO,
-                duration_us = ::std::time::Instant::elapsed(&$started).as_micros() as u64,
+                duration_us = $crate::int(::std::time::Instant::elapsed(&$started).as_micros()),
                 outcome = if $ok { "ok" } else { "failed" }
                 $(, $($field)+)?
             );
         }
     };
 }
+
+/// A count or size as a traced field: `tracing-opentelemetry` records `i64` fields as
+/// numbers, but has no recorder for `u64` (or `usize`), so it formats those into a string,
+/// an allocation and a trip through `fmt` each, exported as text. Saturates at `i64::MAX`.
+pub fn int<N: TryInto<i64>>(n: N) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
 pub use metrics::metrics;
 // Actors name counter handles they keep (a lookup once, then an atomic add per event).
 /// The OTLP types `shoal trace` prints and tests receive.

@@ -22,9 +22,9 @@ pub fn sync_span(pod: &Pod, node: &str, traceparent: Option<&str>) -> Traced {
             "pod.sync",
             shoal.actor = "node",
             kind = "Pod",
-            namespace = %pod.metadata.namespace,
-            name = %pod.metadata.name,
-            resource_version = %pod.metadata.resource_version,
+            namespace = pod.metadata.namespace.as_str(),
+            name = pod.metadata.name.as_str(),
+            resource_version = pod.metadata.resource_version.as_str(),
             node,
         )
     })
