@@ -7,6 +7,25 @@
 
 pub const SWITCH: &str = "SHOAL_BENCH_TRACING";
 
+/// Sets up a benchmark process to run untraced (`None`) or traced at a sample `ratio`,
+/// whatever the caller's environment says: the comparisons must differ in this alone.
+#[allow(dead_code)] // `shoal-loadtest` includes this module too, and starts no such process.
+pub fn trace_child(command: &mut std::process::Command, ratio: Option<f64>) {
+    command.env_remove("OTEL_SDK_DISABLED");
+    match ratio {
+        None => {
+            command.env_remove(SWITCH);
+        }
+        Some(r) => {
+            command
+                .env(SWITCH, "on")
+                .env("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+                .env("OTEL_TRACES_SAMPLER_ARG", r.to_string())
+                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
+        }
+    }
+}
+
 /// Keeps the span pipeline alive; dropping it flushes what is queued.
 pub struct Tracing(#[allow(dead_code)] Option<shoal_telemetry::Telemetry>);
 

@@ -11,6 +11,9 @@
 //! its own process, as a process installs one tracing pipeline for its life.
 
 #[allow(dead_code)]
+#[path = "../stats.rs"]
+mod stats;
+#[allow(dead_code)]
 #[path = "../tracing_mode.rs"]
 mod tracing_mode;
 
@@ -19,6 +22,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use stats::median;
 
 // As every Shoal binary: the traced path is allocation-heavy, so the allocator matters.
 #[global_allocator]
@@ -108,11 +112,6 @@ fn child(args: &Args) -> Vec<f64> {
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn run_setting(args: &Args, ratio: Option<f64>) -> Result<Vec<f64>> {
     let exe = std::env::current_exe().context("locating this binary")?;
     let mut command = Command::new(exe);
@@ -121,15 +120,8 @@ fn run_setting(args: &Args, ratio: Option<f64>) -> Result<Vec<f64>> {
         .arg(args.requests.to_string())
         .arg("--rounds")
         .arg(args.rounds.to_string())
-        .env(CHILD, "1")
-        .env_remove("OTEL_SDK_DISABLED");
-    match ratio {
-        None => command.env_remove(tracing_mode::SWITCH),
-        Some(r) => command
-            .env(tracing_mode::SWITCH, "on")
-            .env("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
-            .env("OTEL_TRACES_SAMPLER_ARG", r.to_string()),
-    };
+        .env(CHILD, "1");
+    tracing_mode::trace_child(&mut command, ratio);
     let out = command.output().context("running a measuring process")?;
     if !out.status.success() {
         bail!(
@@ -163,7 +155,7 @@ fn main() -> Result<()> {
     for (label, ratio) in [("off", None), ("0.01", Some(0.01)), ("1", Some(1.0))] {
         eprintln!("tracing {label} …");
         let figures = run_setting(&args, ratio)?;
-        let per = median(figures.clone());
+        let per = median(&figures);
         let runs: Vec<String> = figures.iter().map(|f| format!("{f:.2}")).collect();
         let base = *off.get_or_insert(per);
         println!(

@@ -5,12 +5,16 @@
 //! each figure and its ratio to the untraced run (goals: ≥ 0.95× at 0.01, ≥ 0.85× at 1.0).
 
 mod common;
+#[allow(dead_code)]
+#[path = "../stats.rs"]
+mod stats;
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use stats::median;
 
 #[derive(Parser)]
 #[command(about = "API create rate and scheduling throughput with tracing off, at 0.01 and at 1.0")]
@@ -74,19 +78,7 @@ fn sibling(binary: &str) -> Result<PathBuf> {
 fn run(workload: &Workload, ratio: Option<f64>) -> Result<f64> {
     let mut command = Command::new(sibling(workload.binary)?);
     command.args(&workload.args);
-    command.env_remove("OTEL_SDK_DISABLED");
-    match ratio {
-        None => {
-            command.env_remove(common::tracing_mode::SWITCH);
-        }
-        Some(r) => {
-            command
-                .env(common::tracing_mode::SWITCH, "on")
-                .env("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
-                .env("OTEL_TRACES_SAMPLER_ARG", r.to_string())
-                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
-        }
-    }
+    common::tracing_mode::trace_child(&mut command, ratio);
     let output = command
         .output()
         .with_context(|| format!("running {}", workload.binary))?;
@@ -196,16 +188,6 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn median(figures: &[f64]) -> f64 {
-    let mut sorted = figures.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
 }
 
 #[cfg(test)]
