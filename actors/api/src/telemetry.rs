@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use bus_schemas::subjects::{self, HEADER_CODE};
+use bus_schemas::subjects::{self, NodeReport, HEADER_CODE};
 use shoal_bus::{StoreError, Written};
 use shoal_telemetry::metrics::label;
 use shoal_telemetry::work::Traced;
@@ -26,8 +26,9 @@ pub fn kind_and_verb(subject: &str) -> (&str, &str) {
 /// The span of one request, child of the sender's trace when its headers carry a valid one
 /// (a missing or malformed traceparent starts a new root trace; the request goes on). A
 /// request in a trace the sender's sampler decided against gets no span, only its context.
+/// A node's routine report starts no trace (see [`is_routine`]).
 pub fn request_span(subject: &str, headers: Option<&HeaderMap>) -> Traced {
-    Traced::from_headers(headers, || {
+    let make = || {
         let (kind, verb) = kind_and_verb(subject);
         tracing::info_span!(
             "api.request",
@@ -38,7 +39,29 @@ pub fn request_span(subject: &str, headers: Option<&HeaderMap>) -> Traced {
             code = Empty,
             otel.status_code = Empty,
         )
-    })
+    };
+    if is_routine(subject) {
+        Traced::continuing_only(headers, make)
+    } else {
+        Traced::from_headers(headers, make)
+    }
+}
+
+/// A node's heartbeat and periodic status: they continue a trace they carry, but start
+/// none of their own.
+///
+/// NOTE: why. Every node sends one every few seconds: at a 1.0 sample ratio a 1,000-node
+/// fleet made 500 one-span traces a second, an eighth of the API's spans while 30,000 pods
+/// started, crowding the bounded `SHOAL_TRACES` out of the rollouts operators look for. Their
+/// latency and failures are in the request metrics (`kind="node"`, `verb="heartbeat"`), as
+/// the node's routine probes are (the agent traces a pod's probes only until it is Ready).
+fn is_routine(subject: &str) -> bool {
+    subjects::is_node_report(subject)
+        && subject.rsplit_once('.').is_some_and(|(_, report)| {
+            [NodeReport::Heartbeat, NodeReport::NodeStatus]
+                .iter()
+                .any(|r| r.as_str() == report)
+        })
 }
 
 /// Records a served request: its code on the span, and the request metrics.
@@ -125,6 +148,23 @@ pub fn event_traceparent(from_request: Option<&str>) -> Option<String> {
 mod tests {
     use super::kind_and_verb;
     use bus_schemas::subjects::{node_report, NodeReport};
+
+    #[test]
+    fn only_heartbeats_and_node_status_are_routine() {
+        assert!(super::is_routine(&node_report(
+            "n.1",
+            NodeReport::Heartbeat
+        )));
+        assert!(super::is_routine(&node_report(
+            "n1",
+            NodeReport::NodeStatus
+        )));
+        assert!(!super::is_routine(&node_report(
+            "n1",
+            NodeReport::PodStatus
+        )));
+        assert!(!super::is_routine("shoal.v1.api.node.heartbeat"));
+    }
 
     #[test]
     fn subjects_become_kind_and_verb_labels() {

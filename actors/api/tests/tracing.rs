@@ -161,3 +161,76 @@ async fn a_write_is_a_step_of_its_request_span_saying_what_it_wrote() {
     );
     assert!(value("duration_us").is_some());
 }
+
+/// The traceparent of the object a node report wrote last.
+async fn written_traceparent<K: bus_schemas::resource::Resource>(
+    cluster: &LocalCluster,
+    namespace: &str,
+    name: &str,
+) -> Option<String> {
+    cluster
+        .store
+        .get_raw(&subjects::object(&K::INFO.token(), namespace, name))
+        .await
+        .unwrap()
+        .unwrap()
+        .traceparent
+}
+
+#[actix::test]
+async fn a_nodes_heartbeat_and_status_start_no_trace_but_continue_one_they_carry() {
+    use bus_schemas::kinds::{Lease, Node};
+    use bus_schemas::subjects::NodeReport;
+    use bus_schemas::wellknown::NODE_LEASE_NAMESPACE;
+
+    let _telemetry = telemetry();
+    let cluster = LocalCluster::start().await.unwrap();
+    let node = cluster
+        .connect_as(&Role::Node("n1".into()), "n1")
+        .await
+        .unwrap();
+    let mut registered = bus_schemas::kinds::Node::default();
+    registered.metadata.name = "n1".into();
+    let status = bus_schemas::codec::to_msgpack(&registered).unwrap();
+    let report = |report: NodeReport, body: Vec<u8>, traceparent: Option<&str>| {
+        let node = node.clone();
+        let mut headers = async_nats::HeaderMap::new();
+        if let Some(tp) = traceparent {
+            headers.insert("traceparent", tp);
+        }
+        async move {
+            let reply = node
+                .request_with_headers(subjects::node_report("n1", report), headers, body.into())
+                .await
+                .unwrap();
+            assert!(
+                reply
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get(subjects::HEADER_CODE))
+                    .is_none(),
+                "{report:?} accepted: {:?}",
+                reply.headers
+            );
+        }
+    };
+
+    report(NodeReport::NodeStatus, status.clone(), None).await;
+    report(NodeReport::Heartbeat, Vec::new(), None).await;
+    assert_eq!(written_traceparent::<Node>(&cluster, "", "n1").await, None);
+    assert_eq!(
+        written_traceparent::<Lease>(&cluster, NODE_LEASE_NAMESPACE, "n1").await,
+        None,
+        "a heartbeat is no trace's root, even with every new trace kept"
+    );
+    // A pod create with no traceparent does start one, in the same process.
+    cluster.api().create(&pod("rooted")).await.unwrap();
+    assert!(event_traceparent(&cluster, "rooted").await.is_some());
+
+    let sent = format!("00-{SENDER_TRACE}-b7ad6b7169203331-01");
+    report(NodeReport::Heartbeat, Vec::new(), Some(&sent)).await;
+    let continued = written_traceparent::<Lease>(&cluster, NODE_LEASE_NAMESPACE, "n1")
+        .await
+        .expect("the heartbeat continued its sender's trace");
+    assert_eq!(trace_id_of(&continued).as_deref(), Some(SENDER_TRACE));
+}

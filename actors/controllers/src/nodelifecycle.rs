@@ -18,7 +18,7 @@ use std::time::Duration;
 use bus_schemas::kinds::node::Taint;
 use bus_schemas::kinds::{Lease, Node, Pod};
 use bus_schemas::meta::{find_condition, Condition, Time};
-use shoal_bus::controller::Action;
+use shoal_bus::controller::{Action, TraceReconciles};
 use shoal_bus::informer::INDEX_NODE;
 
 use shoal_bus::controller;
@@ -28,11 +28,11 @@ use shoal_bus::ObjectKey;
 use tokio::task::JoinHandle;
 
 use crate::context::{Ctx, Tunables};
+use crate::controller_config;
 use crate::error::ReconcileError;
 use crate::events::{NORMAL, WARNING};
 use crate::gc::delete_any;
 use crate::podutil;
-use crate::spawn;
 use futures::StreamExt;
 
 pub const NAME: &str = "node-lifecycle";
@@ -405,7 +405,16 @@ pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
             Vec::new()
         }
     });
-    spawn(NAME, ctx.nodes.clone(), queue, ctx, reconcile, sd)
+    let mut config = controller_config(NAME, ctx);
+    config.trace = TraceReconciles::ContinuingOnly;
+    tokio::spawn(controller::run(
+        config,
+        ctx.nodes.clone(),
+        queue,
+        ctx.clone(),
+        reconcile,
+        sd.clone().wait(),
+    ))
 }
 
 #[cfg(test)]

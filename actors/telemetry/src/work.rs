@@ -170,6 +170,19 @@ impl Traced {
         Traced::continuing(propagation::extract(headers), make)
     }
 
+    /// Routine work (a node's heartbeat): it continues a trace its headers carry, but with
+    /// none it starts no trace of its own, at any sample ratio.
+    pub fn continuing_only(
+        headers: Option<&HeaderMap>,
+        make: impl FnOnce() -> tracing::Span,
+    ) -> Traced {
+        let parent = propagation::extract(headers);
+        if crate::installed() && !parent.span().span_context().is_valid() {
+            return Traced::none();
+        }
+        Traced::continuing(parent, make)
+    }
+
     /// A part of this work: its own span while this work is recorded, else the same
     /// carried context (or nothing, for untraced work).
     pub fn child(&self, make: impl FnOnce() -> tracing::Span) -> Traced {

@@ -245,3 +245,34 @@ fn a_step_is_an_event_on_its_span_with_its_duration_and_outcome() {
     assert_eq!(value("outcome").as_deref(), Some("failed"));
     assert_eq!(value("bytes").as_deref(), Some("12"));
 }
+
+fn routine(traceparent: Option<&str>) -> Traced {
+    let mut headers = async_nats::HeaderMap::new();
+    if let Some(tp) = traceparent {
+        headers.insert("traceparent", tp);
+    }
+    Traced::continuing_only(
+        Some(&headers),
+        || tracing::info_span!(target: "shoal::test", "heartbeat"),
+    )
+}
+
+#[test]
+fn routine_work_starts_no_trace_even_at_1_0_but_continues_one_it_is_sent() {
+    let mut sent = (None, None);
+    let collected = traced(1.0, true, || {
+        let alone = routine(None);
+        assert!(alone.span().is_none(), "no new root for a heartbeat");
+        sent.0 = downstream(&alone);
+        // The same request without the routine exemption would start a trace.
+        assert!(!request(None).span().is_none());
+        sent.1 = downstream(&routine(Some(SAMPLED)));
+    });
+    assert_eq!(sent.0, None, "nothing traced goes downstream");
+    let continued = sent.1.expect("the sender's trace goes on");
+    assert!(
+        continued.starts_with("00-0af7651916cd43dd8448eb211c80319c-"),
+        "{continued}"
+    );
+    assert_eq!(collected.names(), ["heartbeat", "request", "write"]);
+}

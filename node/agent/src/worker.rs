@@ -262,13 +262,12 @@ impl Worker {
         }
         if self.sandbox.is_none() {
             let sandbox_spec = spec::sandbox_spec(pod, &self.ctx.config.pod_defaults);
-            let span = traces::sandbox_span();
+            let started = Instant::now();
             let made = self
                 .ctx
                 .call(move |rt| rt.create_sandbox(&sandbox_spec))
-                .instrument(span.clone())
                 .await;
-            traces::outcome(&span, &made);
+            traces::sandbox_made(started, &made);
             match made {
                 Ok(sandbox) => self.sandbox = Some(sandbox),
                 Err(e) => {

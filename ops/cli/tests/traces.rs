@@ -504,6 +504,23 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
         },
     );
 
+    // A node's heartbeats and status, and the node lifecycle's reconciles they cause, are
+    // routine: while the pod started the node beat every 2 s, yet none of it made a span.
+    let routine: Vec<String> = collector
+        .spans()
+        .iter()
+        .filter(|r| {
+            let attr = |key| attribute(&r.span.attributes, key);
+            (r.span.name == "api.request"
+                && attr("kind").as_deref() == Some("node")
+                && matches!(attr("verb").as_deref(), Some("heartbeat" | "node-status")))
+                || (r.span.name == "reconcile"
+                    && attr("controller").as_deref() == Some("node-lifecycle"))
+        })
+        .map(|r| format!("{} {:?}", r.span.name, r.span.attributes))
+        .collect();
+    assert!(routine.is_empty(), "routine work traced: {routine:#?}");
+
     // The same trace from SHOAL_TRACES, with no collector involved.
     let mut view = String::new();
     wait(
@@ -523,6 +540,7 @@ fn one_trace_runs_from_apply_to_the_container_start_across_every_process() {
         ("scheduler", "scheduler.filter"),
         ("scheduler", "scheduler.score"),
         ("scheduler", "scheduler.bind"),
+        ("node", "node.sandbox"),
         ("node", "node.probe"),
     ] {
         assert!(
