@@ -54,7 +54,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bus_schemas::Resource;
-use shoal_bus::controller::{self, Action, ControllerConfig};
+use shoal_bus::controller::{self, Action, ControllerConfig, TraceReconciles};
 use shoal_bus::leader::{LeaderElectionConfig, LeaderElector, Leadership};
 use shoal_bus::shutdown::Shutdown;
 use shoal_bus::workqueue::WorkQueue;
@@ -200,7 +200,34 @@ where
     R: Fn(Arc<K>, Arc<Ctx>) -> RFut + Send + Sync + 'static,
     RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
 {
-    let config = controller_config(name, ctx);
+    spawn_traced(
+        name,
+        TraceReconciles::Every,
+        informer,
+        queue,
+        ctx,
+        reconcile,
+        sd,
+    )
+}
+
+/// [`spawn`], with only the reconciles `trace` says as spans.
+pub(crate) fn spawn_traced<K, R, RFut>(
+    name: &'static str,
+    trace: TraceReconciles,
+    informer: Informer<K>,
+    queue: Arc<WorkQueue<ObjectKey>>,
+    ctx: &Arc<Ctx>,
+    reconcile: R,
+    sd: &Shutdown,
+) -> JoinHandle<()>
+where
+    K: Resource,
+    R: Fn(Arc<K>, Arc<Ctx>) -> RFut + Send + Sync + 'static,
+    RFut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
+{
+    let mut config = controller_config(name, ctx);
+    config.trace = trace;
     tokio::spawn(controller::run(
         config,
         informer,

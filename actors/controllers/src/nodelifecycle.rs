@@ -28,11 +28,11 @@ use shoal_bus::ObjectKey;
 use tokio::task::JoinHandle;
 
 use crate::context::{Ctx, Tunables};
-use crate::controller_config;
 use crate::error::ReconcileError;
 use crate::events::{NORMAL, WARNING};
 use crate::gc::delete_any;
 use crate::podutil;
+use crate::spawn_traced;
 use futures::StreamExt;
 
 pub const NAME: &str = "node-lifecycle";
@@ -405,16 +405,15 @@ pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
             Vec::new()
         }
     });
-    let mut config = controller_config(NAME, ctx);
-    config.trace = TraceReconciles::ContinuingOnly;
-    tokio::spawn(controller::run(
-        config,
+    spawn_traced(
+        NAME,
+        TraceReconciles::ContinuingOnly,
         ctx.nodes.clone(),
         queue,
-        ctx.clone(),
+        ctx,
         reconcile,
-        sd.clone().wait(),
-    ))
+        sd,
+    )
 }
 
 #[cfg(test)]

@@ -17,9 +17,9 @@ use shoal_bus::ObjectKey;
 use tokio::task::JoinHandle;
 
 use crate::context::Ctx;
-use crate::controller_config;
 use crate::error::ReconcileError;
 use crate::gc::delete_any;
+use crate::spawn_traced;
 
 pub const NAME: &str = "pod-garbage-collector";
 
@@ -56,16 +56,15 @@ pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
             .map(|pod| ObjectKey::of(pod.as_ref()))
             .collect()
     });
-    let mut config = controller_config(NAME, ctx);
-    config.trace = TraceReconciles::WhileDeleting;
-    tokio::spawn(controller::run(
-        config,
+    spawn_traced(
+        NAME,
+        TraceReconciles::WhileDeleting,
         ctx.pods.clone(),
         queue,
-        ctx.clone(),
+        ctx,
         reconcile,
-        sd.clone().wait(),
-    ))
+        sd,
+    )
 }
 
 #[cfg(test)]
