@@ -40,14 +40,23 @@ fn telemetry() -> shoal_telemetry::Telemetry {
     .unwrap()
 }
 
-async fn event_traceparent(cluster: &LocalCluster, name: &str) -> Option<String> {
+/// The traceparent the object's last event carries.
+async fn written_traceparent<K: bus_schemas::resource::Resource>(
+    cluster: &LocalCluster,
+    namespace: &str,
+    name: &str,
+) -> Option<String> {
     cluster
         .store
-        .get_raw(&subjects::object("pod", "default", name))
+        .get_raw(&subjects::object(&K::INFO.token(), namespace, name))
         .await
         .unwrap()
         .unwrap()
         .traceparent
+}
+
+async fn event_traceparent(cluster: &LocalCluster, name: &str) -> Option<String> {
+    written_traceparent::<Pod>(cluster, "default", name).await
 }
 
 #[actix::test]
@@ -162,21 +171,6 @@ async fn a_write_is_a_step_of_its_request_span_saying_what_it_wrote() {
     assert!(value("duration_us").is_some());
 }
 
-/// The traceparent of the object a node report wrote last.
-async fn written_traceparent<K: bus_schemas::resource::Resource>(
-    cluster: &LocalCluster,
-    namespace: &str,
-    name: &str,
-) -> Option<String> {
-    cluster
-        .store
-        .get_raw(&subjects::object(&K::INFO.token(), namespace, name))
-        .await
-        .unwrap()
-        .unwrap()
-        .traceparent
-}
-
 #[actix::test]
 async fn a_nodes_heartbeat_and_status_start_no_trace_but_continue_one_they_carry() {
     use bus_schemas::kinds::{Lease, Node};
@@ -189,7 +183,7 @@ async fn a_nodes_heartbeat_and_status_start_no_trace_but_continue_one_they_carry
         .connect_as(&Role::Node("n1".into()), "n1")
         .await
         .unwrap();
-    let mut registered = bus_schemas::kinds::Node::default();
+    let mut registered = Node::default();
     registered.metadata.name = "n1".into();
     let status = bus_schemas::codec::to_msgpack(&registered).unwrap();
     let report = |report: NodeReport, body: Vec<u8>, traceparent: Option<&str>| {
