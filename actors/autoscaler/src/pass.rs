@@ -192,11 +192,13 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
     }
 }
 
-/// One HPA's evaluation inside a pass; [`reconcile`] fills in what it decided.
+/// One HPA's evaluation inside a pass; [`reconcile`] fills in what it decided. It names its
+/// actor, as the pass does: it ends first and may be exported in a batch without the pass.
 pub fn reconcile_span(pass: &tracing::Span, hpa: &HorizontalPodAutoscaler) -> tracing::Span {
     tracing::info_span!(
         parent: pass,
         "autoscaler.reconcile",
+        shoal.actor = "autoscaler",
         kind = "HorizontalPodAutoscaler",
         namespace = %hpa.metadata.namespace,
         name = %hpa.metadata.name,
@@ -507,5 +509,24 @@ async fn publish_decision(
     if let Ok(body) = codec::to_msgpack(&record) {
         let subject = subjects::autoscaler_decision(&hpa.metadata.namespace, &hpa.metadata.name);
         let _ = ctx.nats.publish(subject, body.into()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shoal_telemetry::span_actors::span_actors;
+
+    use super::*;
+
+    #[test]
+    fn an_hpas_evaluation_names_the_autoscaler_as_its_actor() {
+        let spans = span_actors(|| {
+            let pass = tracing::info_span!("autoscaler.pass", shoal.actor = "autoscaler");
+            let _evaluation = reconcile_span(&pass, &HorizontalPodAutoscaler::default());
+        });
+        assert_eq!(
+            spans.last(),
+            Some(&("autoscaler.reconcile", Some("autoscaler".to_string())))
+        );
     }
 }

@@ -159,9 +159,10 @@ fn actor_attribute(span: &SpanData) -> Option<&str> {
 }
 
 /// Groups a batch by actor, in the order actors first appear: a span without the attribute
-/// takes its nearest ancestor's in the same batch (children end, and are exported, no later
-/// than their parents' batch in one process), else the process's default. The actors are
-/// read in place: a batch copies each actor's name once, not once per span.
+/// takes its nearest ancestor's in the same batch, else the process's default. That is a
+/// fallback: a child ends before its parent and can leave in an earlier batch, so every
+/// span an actor makes names its actor itself. The actors are read in place: a batch copies
+/// each actor's name once, not once per span.
 pub fn by_actor(batch: Vec<SpanData>, default_actor: &str) -> Vec<(String, Vec<SpanData>)> {
     let mut actors: Vec<String> = Vec::new();
     let group_of: Vec<usize> = {

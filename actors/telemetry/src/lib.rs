@@ -14,6 +14,7 @@
 //! - [`logfmt`]: the JSON log line format.
 //! - [`metrics`]: every actor's Prometheus families; [`serve`]: `/metrics` and NATS health.
 //! - [`step!`] (here): a short step of a span's work, recorded as an event on that span.
+//! - `span_actors` (feature `test-support`): the actor each span names, for tests.
 
 pub mod jetstream;
 pub mod logfmt;
@@ -23,6 +24,8 @@ pub mod propagation;
 pub mod queue;
 pub mod sampling;
 pub mod serve;
+#[cfg(any(test, feature = "test-support"))]
+pub mod span_actors;
 pub mod traceview;
 pub mod work;
 

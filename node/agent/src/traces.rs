@@ -32,13 +32,24 @@ pub fn sync_span(pod: &Pod, node: &str, traceparent: Option<&str>) -> Traced {
 
 /// A child of the current span while it is recorded, or nothing (routine work is not
 /// traced, and neither is a pod start in a trace decided against).
+///
+/// NOTE: why each child names its actor too. A child ends before its parent and can leave
+/// in an earlier export batch, where the exporter finds no ancestor to take the actor from:
+/// in `shoal up`, one process for every actor, such a container start could be shown as `up`'s.
 fn child(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
     work::child_of_current(make)
 }
 
 /// A pull: its registry round trips and unpacking take long enough to be a span.
 pub fn image_span(image: &str) -> tracing::Span {
-    child(|| tracing::info_span!("node.image_pull_unpack", image, outcome = Empty))
+    child(|| {
+        tracing::info_span!(
+            "node.image_pull_unpack",
+            shoal.actor = "node",
+            image,
+            outcome = Empty
+        )
+    })
 }
 
 /// An image already on this machine, nothing pulled: a step of the pod's sync (the
@@ -71,6 +82,7 @@ pub fn container_span(container: &str, restart: bool) -> tracing::Span {
     child(|| {
         tracing::info_span!(
             "node.container_create_start",
+            shoal.actor = "node",
             container,
             restart,
             outcome = Empty,
@@ -83,6 +95,7 @@ pub fn probe_span(kind: ProbeKind, container: &str) -> tracing::Span {
     child(|| {
         tracing::info_span!(
             "node.probe",
+            shoal.actor = "node",
             probe = probe_name(kind),
             container,
             result = Empty,
@@ -130,4 +143,36 @@ pub fn container_restarted() {
 /// From the worker first seeing the pod to all its containers running.
 pub fn pod_started(took: Duration) {
     metrics().node.pod_start_seconds.observe(took.as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    use shoal_telemetry::span_actors::span_actors;
+
+    use super::*;
+
+    #[test]
+    fn every_span_of_a_pod_start_names_the_node_as_its_actor() {
+        let spans = span_actors(|| {
+            let sync = sync_span(&Pod::default(), "node-1", None);
+            sync.in_scope(|| {
+                let _pull = image_span("shoal/busybox:1.35");
+                let _start = container_span("main", false);
+                let _probe = probe_span(ProbeKind::Readiness, "main");
+            });
+        });
+        let names: Vec<&str> = spans.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            names,
+            [
+                "pod.sync",
+                "node.image_pull_unpack",
+                "node.container_create_start",
+                "node.probe"
+            ]
+        );
+        for (name, actor) in &spans {
+            assert_eq!(actor.as_deref(), Some("node"), "{name}");
+        }
+    }
 }
