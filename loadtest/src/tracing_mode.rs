@@ -29,7 +29,7 @@ pub fn trace_child(command: &mut std::process::Command, ratio: Option<f64>) {
 /// Keeps the span pipeline alive; dropping it flushes what is queued.
 pub struct Tracing(#[allow(dead_code)] Option<shoal_telemetry::Telemetry>);
 
-fn enabled() -> bool {
+pub fn enabled() -> bool {
     std::env::var(SWITCH).is_ok_and(|v| v == "on")
 }
 

@@ -2,7 +2,6 @@
 
 use async_nats::HeaderMap;
 use bus_schemas::api::{HEADER_FIELD_MANAGER, HEADER_FORCE};
-use bus_schemas::subjects::HEADER_TRACEPARENT;
 use shoal_bus::client::HEADER_REQUEST_ID;
 use shoal_bus::WriteMeta;
 
@@ -26,7 +25,9 @@ impl<'a> Request<'a> {
             subject,
             payload,
             request_id: header(HEADER_REQUEST_ID),
-            traceparent: header(HEADER_TRACEPARENT),
+            traceparent: headers
+                .and_then(|h| h.get(shoal_telemetry::propagation::TRACEPARENT_HEADER))
+                .map(|v| v.to_string()),
             field_manager: header(HEADER_FIELD_MANAGER).filter(|m| !m.is_empty()),
             force: header(HEADER_FORCE).is_some_and(|v| v.eq_ignore_ascii_case("true")),
             from_node: None,

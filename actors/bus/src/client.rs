@@ -17,9 +17,7 @@ use bus_schemas::api::{
     HEADER_FIELD_MANAGER, HEADER_FORCE,
 };
 use bus_schemas::codec;
-use bus_schemas::subjects::{
-    self, NodeReport, Verb, HEADER_CODE, HEADER_TRACEPARENT, HEADER_WARNING,
-};
+use bus_schemas::subjects::{self, NodeReport, Verb, HEADER_CODE, HEADER_WARNING};
 use bus_schemas::{Reason, Resource, Status};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -243,7 +241,10 @@ impl ApiClient {
             self.attempt_timeout.as_millis().to_string().as_str(),
         );
         if let Some(tp) = &self.traceparent {
-            headers.insert(HEADER_TRACEPARENT, tp.as_str());
+            headers.insert(
+                shoal_telemetry::propagation::TRACEPARENT_HEADER,
+                tp.as_str(),
+            );
         }
         let body = Bytes::from(body);
         // No client span: the API's own span of the request (a child of the caller's span,

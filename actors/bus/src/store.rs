@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, context::PublishErrorKind, stream};
 use async_nats::HeaderMap;
 use bus_schemas::state_log::CompactionRecord;
-use bus_schemas::subjects::{self, HEADER_EVENT, HEADER_TRACEPARENT, OBJECTS_STREAM};
+use bus_schemas::subjects::{self, HEADER_EVENT, OBJECTS_STREAM};
 use bytes::Bytes;
 
 /// How many versions of each object the log keeps (for history and debugging).
@@ -336,7 +336,7 @@ impl Store {
         let mut headers = HeaderMap::new();
         headers.insert(HEADER_EVENT, event.as_str());
         if let Some(tp) = meta.traceparent {
-            headers.insert(HEADER_TRACEPARENT, tp);
+            headers.insert(shoal_telemetry::propagation::TRACEPARENT_HEADER, tp);
         }
         if let Some(id) = meta.request_id {
             headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
@@ -608,7 +608,7 @@ pub(crate) fn raw_from_stored(
         .get(async_nats::header::NATS_MESSAGE_ID)
         .map(|v| v.as_str().to_string());
     let traceparent = headers
-        .get(HEADER_TRACEPARENT)
+        .get(shoal_telemetry::propagation::TRACEPARENT_HEADER)
         .map(|v| v.as_str().to_string());
     RawEvent {
         subject,

@@ -4,7 +4,7 @@
 //! Without the OpenTelemetry layer installed (unit tests, tools that never call
 //! [`crate::init`]) spans carry no context: nothing is injected and extraction is a no-op.
 
-use async_nats::HeaderMap;
+use async_nats::{HeaderMap, HeaderName};
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::{SpanContext, TraceContextExt};
 use opentelemetry::Context;
@@ -14,16 +14,30 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 pub const TRACEPARENT: &str = "traceparent";
 pub const TRACESTATE: &str = "tracestate";
 
+// NOTE: why names made once. A header looked up or set by a `&str` is validated, compared
+// with every standard NATS header name and copied into a new allocation, on every call;
+// every request and event passes through here, traced or not.
+pub const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static(TRACEPARENT);
+const TRACESTATE_HEADER: HeaderName = HeaderName::from_static(TRACESTATE);
+
+fn header_name(key: &str) -> Option<HeaderName> {
+    match key {
+        TRACEPARENT => Some(TRACEPARENT_HEADER),
+        TRACESTATE => Some(TRACESTATE_HEADER),
+        _ => None,
+    }
+}
+
 struct HeaderExtractor<'a>(&'a HeaderMap);
 
 impl Extractor for HeaderExtractor<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(|v| v.as_str())
+        self.0.get(header_name(key)?).map(|v| v.as_str())
     }
     fn keys(&self) -> Vec<&str> {
         [TRACEPARENT, TRACESTATE]
             .into_iter()
-            .filter(|k| self.0.get(*k).is_some())
+            .filter(|k| self.get(k).is_some())
             .collect()
     }
 }
@@ -64,10 +78,10 @@ pub fn inject_current(headers: &mut HeaderMap) {
     if !span_context.is_valid() {
         return;
     }
-    headers.insert(TRACEPARENT, traceparent_of(span_context).as_str());
+    headers.insert(TRACEPARENT_HEADER, traceparent_of(span_context).as_str());
     let state = span_context.trace_state().header();
     if !state.is_empty() {
-        headers.insert(TRACESTATE, state.as_str());
+        headers.insert(TRACESTATE_HEADER, state.as_str());
     }
 }
 
@@ -84,10 +98,11 @@ fn traceparent_of(span_context: &SpanContext) -> String {
 /// a malformed one. Never the running code's context: a message starts its own work.
 pub fn extract(headers: Option<&HeaderMap>) -> Context {
     match headers {
-        Some(h) => {
+        // Most messages carry headers but no trace (tracing off, or a sender outside one).
+        Some(h) if h.get(TRACEPARENT_HEADER).is_some() => {
             TraceContextPropagator::new().extract_with_context(&Context::new(), &HeaderExtractor(h))
         }
-        None => Context::new(),
+        _ => Context::new(),
     }
 }
 
@@ -144,6 +159,23 @@ mod tests {
         let mut bad = HeaderMap::new();
         bad.insert(TRACEPARENT, "not-a-trace");
         assert!(!extract(Some(&bad)).span().span_context().is_valid());
+    }
+
+    #[test]
+    fn headers_without_a_traceparent_name_no_trace_and_a_set_one_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.insert("Shoal-Request-Id", "r-1");
+        headers.insert(TRACESTATE, "vendor=abc");
+        assert!(!extract(Some(&headers)).span().span_context().is_valid());
+        headers.insert(
+            TRACEPARENT,
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+        );
+        let cx = extract(Some(&headers));
+        let span = cx.span();
+        let found = span.span_context();
+        assert!(found.is_valid() && found.is_remote() && !found.is_sampled());
+        assert_eq!(found.trace_state().header(), "vendor=abc");
     }
 
     fn injected_with_state(state: &str) -> HeaderMap {

@@ -1,7 +1,8 @@
-//! What tracing costs an actor's thread per request, apart from everything else: the API's
-//! request span with its four steps (decode, admission, validation, the CAS write), three
-//! awaits inside it (each a poll that enters and leaves the span) and the traceparent the
-//! object event carries, on one thread, with tracing off, at a 0.01 sample ratio and at 1.0.
+//! What tracing costs an actor's thread per request, apart from everything else: reading the
+//! trace context from the request's headers, the API's request span with its four steps
+//! (decode, admission, validation, the CAS write), three awaits inside it (each a poll that
+//! enters and leaves the span) and the traceparent the object event carries, on one thread,
+//! with tracing off, at a 0.01 sample ratio and at 1.0.
 //!
 //! `bench_tracing` measures the whole cluster, where two cores are shared by nats-server, the
 //! control plane and 1,000 hollow nodes and one run differs from the next by up to 15 %: it
@@ -61,9 +62,37 @@ impl std::future::Future for PendingOnce {
     }
 }
 
+/// The headers a request arrives with, as the bus client sends them: a request id and a
+/// timeout, and, from a sender that traces, the traceparent of its trace. Two of a pod's
+/// three requests (its binding and its status) come from an actor continuing the pod's trace,
+/// whose sampler kept it at the ratio's rate: here request `n`'s trace is kept when `n` falls
+/// in the ratio's share of each hundred.
+fn request_headers(n: u32, ratio: Option<f64>) -> async_nats::HeaderMap {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        shoal_bus::client::HEADER_REQUEST_ID,
+        "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+    );
+    headers.insert(shoal_bus::client::HEADER_TIMEOUT_MS, "5000");
+    if let Some(ratio) = ratio {
+        let kept = f64::from(n % 100) < ratio * 100.0;
+        let traceparent = format!(
+            "00-{:032x}-{:016x}-{}",
+            0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_0000_u128 + u128::from(n),
+            0x00f0_67aa_0ba9_02b7_u64,
+            if kept { "01" } else { "00" }
+        );
+        headers.insert(
+            bus_schemas::subjects::HEADER_TRACEPARENT,
+            traceparent.as_str(),
+        );
+    }
+    headers
+}
+
 /// One request as the API serves it, as far as tracing is concerned.
-async fn request(n: u32) {
-    let traced = shoal_api::telemetry::request_span("shoal.v1.api.pod.create", None);
+async fn request(n: u32, headers: &async_nats::HeaderMap) {
+    let traced = shoal_api::telemetry::request_span("shoal.v1.api.pod.create", Some(headers));
     traced
         .run(async {
             let started = Instant::now();
@@ -92,6 +121,16 @@ async fn request(n: u32) {
 /// Microseconds per request, one figure per measured round.
 fn child(args: &Args) -> Vec<f64> {
     let _tracing = tracing_mode::init("api");
+    let ratio = tracing_mode::enabled()
+        .then(|| {
+            std::env::var("OTEL_TRACES_SAMPLER_ARG")
+                .ok()?
+                .parse::<f64>()
+                .ok()
+        })
+        .flatten();
+    // Built before the clock starts: the sender's work, not the API's.
+    let headers: Vec<async_nats::HeaderMap> = (0..100).map(|n| request_headers(n, ratio)).collect();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -101,7 +140,7 @@ fn child(args: &Args) -> Vec<f64> {
         for round in 0..=args.rounds {
             let started = Instant::now();
             for n in 0..args.requests {
-                request(n).await;
+                request(n, &headers[(n % 100) as usize]).await;
             }
             let per = started.elapsed().as_secs_f64() * 1e6 / f64::from(args.requests);
             if round > 0 {
