@@ -29,8 +29,17 @@ pub fn trace_child(command: &mut std::process::Command, ratio: Option<f64>) {
 /// Keeps the span pipeline alive; dropping it flushes what is queued.
 pub struct Tracing(#[allow(dead_code)] Option<shoal_telemetry::Telemetry>);
 
-pub fn enabled() -> bool {
+fn enabled() -> bool {
     std::env::var(SWITCH).is_ok_and(|v| v == "on")
+}
+
+/// The sample ratio `trace_child` gave this process (None: untraced).
+#[allow(dead_code)] // Only `bench_span` asks.
+pub fn sample_ratio() -> Option<f64> {
+    if !enabled() {
+        return None;
+    }
+    std::env::var("OTEL_TRACES_SAMPLER_ARG").ok()?.parse().ok()
 }
 
 /// Installs the process's subscriber; `process` names the spans' default actor.

@@ -1,9 +1,11 @@
 //! What the API knows about one incoming request.
 
+use async_nats::header::IntoHeaderName;
 use async_nats::HeaderMap;
 use bus_schemas::api::{HEADER_FIELD_MANAGER, HEADER_FORCE};
 use shoal_bus::client::HEADER_REQUEST_ID;
 use shoal_bus::WriteMeta;
+use shoal_telemetry::propagation::TRACEPARENT_HEADER;
 
 pub struct Request<'a> {
     pub subject: &'a str,
@@ -18,18 +20,19 @@ pub struct Request<'a> {
     pub from_node: Option<String>,
 }
 
+fn header(headers: Option<&HeaderMap>, name: impl IntoHeaderName) -> Option<String> {
+    headers.and_then(|h| h.get(name)).map(|v| v.to_string())
+}
+
 impl<'a> Request<'a> {
     pub fn new(subject: &'a str, headers: Option<&HeaderMap>, payload: &'a [u8]) -> Self {
-        let header = |name: &str| headers.and_then(|h| h.get(name)).map(|v| v.to_string());
         Request {
             subject,
             payload,
-            request_id: header(HEADER_REQUEST_ID),
-            traceparent: headers
-                .and_then(|h| h.get(shoal_telemetry::propagation::TRACEPARENT_HEADER))
-                .map(|v| v.to_string()),
-            field_manager: header(HEADER_FIELD_MANAGER).filter(|m| !m.is_empty()),
-            force: header(HEADER_FORCE).is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            request_id: header(headers, HEADER_REQUEST_ID),
+            traceparent: header(headers, TRACEPARENT_HEADER),
+            field_manager: header(headers, HEADER_FIELD_MANAGER).filter(|m| !m.is_empty()),
+            force: header(headers, HEADER_FORCE).is_some_and(|v| v.eq_ignore_ascii_case("true")),
             from_node: None,
         }
     }

@@ -11,7 +11,7 @@ use opentelemetry::Context;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-pub const TRACEPARENT: &str = "traceparent";
+pub const TRACEPARENT: &str = bus_schemas::subjects::HEADER_TRACEPARENT;
 pub const TRACESTATE: &str = "tracestate";
 
 // NOTE: why names made once. A header looked up or set by a `&str` is validated, compared
@@ -20,38 +20,30 @@ pub const TRACESTATE: &str = "tracestate";
 pub const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static(TRACEPARENT);
 const TRACESTATE_HEADER: HeaderName = HeaderName::from_static(TRACESTATE);
 
-fn header_name(key: &str) -> Option<HeaderName> {
-    match key {
-        TRACEPARENT => Some(TRACEPARENT_HEADER),
-        TRACESTATE => Some(TRACESTATE_HEADER),
-        _ => None,
+/// The trace context fields of a message (or of a traceparent kept with a cached object),
+/// each read once, as the SDK's propagator asks for them.
+struct TraceFields<'a> {
+    traceparent: &'a str,
+    tracestate: Option<&'a str>,
+}
+
+impl Extractor for TraceFields<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        match key {
+            TRACEPARENT => Some(self.traceparent),
+            TRACESTATE => self.tracestate,
+            _ => None,
+        }
+    }
+    fn keys(&self) -> Vec<&str> {
+        let mut keys = vec![TRACEPARENT];
+        keys.extend(self.tracestate.map(|_| TRACESTATE));
+        keys
     }
 }
 
-struct HeaderExtractor<'a>(&'a HeaderMap);
-
-impl Extractor for HeaderExtractor<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(header_name(key)?).map(|v| v.as_str())
-    }
-    fn keys(&self) -> Vec<&str> {
-        [TRACEPARENT, TRACESTATE]
-            .into_iter()
-            .filter(|k| self.get(k).is_some())
-            .collect()
-    }
-}
-
-/// A lone traceparent (as kept with a cached object) read as a header set.
-struct TraceparentExtractor<'a>(&'a str);
-
-impl Extractor for TraceparentExtractor<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        (key == TRACEPARENT).then_some(self.0)
-    }
-    fn keys(&self) -> Vec<&str> {
-        vec![TRACEPARENT]
-    }
+fn context_from(fields: TraceFields<'_>) -> Context {
+    TraceContextPropagator::new().extract_with_context(&Context::new(), &fields)
 }
 
 /// The running work's trace: the current span's, or, outside any span, the context an
@@ -97,19 +89,25 @@ fn traceparent_of(span_context: &SpanContext) -> String {
 /// The remote context `headers` carry: empty (so a new root starts) when they carry none or
 /// a malformed one. Never the running code's context: a message starts its own work.
 pub fn extract(headers: Option<&HeaderMap>) -> Context {
-    match headers {
-        // Most messages carry headers but no trace (tracing off, or a sender outside one).
-        Some(h) if h.get(TRACEPARENT_HEADER).is_some() => {
-            TraceContextPropagator::new().extract_with_context(&Context::new(), &HeaderExtractor(h))
-        }
-        _ => Context::new(),
-    }
+    let Some(headers) = headers else {
+        return Context::new();
+    };
+    // Most messages carry headers but no trace (tracing off, or a sender outside one).
+    let Some(traceparent) = headers.get(TRACEPARENT_HEADER) else {
+        return Context::new();
+    };
+    context_from(TraceFields {
+        traceparent: traceparent.as_str(),
+        tracestate: headers.get(TRACESTATE_HEADER).map(|v| v.as_str()),
+    })
 }
 
 /// The remote context of a traceparent string (empty when malformed).
 pub fn extract_traceparent(traceparent: &str) -> Context {
-    TraceContextPropagator::new()
-        .extract_with_context(&Context::new(), &TraceparentExtractor(traceparent))
+    context_from(TraceFields {
+        traceparent,
+        tracestate: None,
+    })
 }
 
 /// The current span's context as a traceparent, if it has a valid one.

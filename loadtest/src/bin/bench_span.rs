@@ -83,7 +83,7 @@ fn request_headers(n: u32, ratio: Option<f64>) -> async_nats::HeaderMap {
             if kept { "01" } else { "00" }
         );
         headers.insert(
-            bus_schemas::subjects::HEADER_TRACEPARENT,
+            shoal_telemetry::propagation::TRACEPARENT_HEADER,
             traceparent.as_str(),
         );
     }
@@ -121,14 +121,7 @@ async fn request(n: u32, headers: &async_nats::HeaderMap) {
 /// Microseconds per request, one figure per measured round.
 fn child(args: &Args) -> Vec<f64> {
     let _tracing = tracing_mode::init("api");
-    let ratio = tracing_mode::enabled()
-        .then(|| {
-            std::env::var("OTEL_TRACES_SAMPLER_ARG")
-                .ok()?
-                .parse::<f64>()
-                .ok()
-        })
-        .flatten();
+    let ratio = tracing_mode::sample_ratio();
     // Built before the clock starts: the sender's work, not the API's.
     let headers: Vec<async_nats::HeaderMap> = (0..100).map(|n| request_headers(n, ratio)).collect();
     let runtime = tokio::runtime::Builder::new_current_thread()

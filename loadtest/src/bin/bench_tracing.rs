@@ -182,7 +182,7 @@ fn main() -> Result<()> {
                 goal.map_or("baseline".to_string(), |g| format!("goal >= {g:.2}")),
                 each.join(", ")
             );
-            if let (Some(goal), true) = (goal, rounds > 1) {
+            if let Some(goal) = goal.filter(|_| rounds > 1) {
                 let spread = Spread::of(&runs[0], figures, goal);
                 println!(
                     "                 each round against its own untraced run: {:.2}× to {:.2}×, goal met in {} of {}",
