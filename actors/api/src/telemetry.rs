@@ -139,9 +139,15 @@ pub fn cas_written(
 }
 
 /// The trace context an object event carries: the request's span, so work done because of
-/// the event continues from it; the sender's header when tracing is off.
+/// the event continues from it; the sender's header when this process does not trace. Only
+/// a sampled trace is kept (see [`propagation::traceparent_to_keep`]).
 pub fn event_traceparent(from_request: Option<&str>) -> Option<String> {
-    propagation::current_traceparent().or_else(|| from_request.map(String::from))
+    if shoal_telemetry::installed() {
+        return propagation::traceparent_to_keep();
+    }
+    from_request
+        .filter(|tp| propagation::keeps(tp))
+        .map(String::from)
 }
 
 #[cfg(test)]

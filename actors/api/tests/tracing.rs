@@ -228,3 +228,28 @@ async fn a_nodes_heartbeat_and_status_start_no_trace_but_continue_one_they_carry
         .expect("the heartbeat continued its sender's trace");
     assert_eq!(trace_id_of(&continued).as_deref(), Some(SENDER_TRACE));
 }
+
+/// An event keeps the request's trace only when it is sampled: work the change causes
+/// continues a sampled trace, and starts none where the event keeps none.
+#[actix::test]
+async fn an_event_keeps_the_requests_trace_only_when_it_is_sampled() {
+    let _telemetry = telemetry();
+    let cluster = LocalCluster::start().await.unwrap();
+    let send = |name: &'static str, flags: &str| {
+        let api = cluster
+            .api()
+            .with_traceparent(Some(format!("00-{SENDER_TRACE}-b7ad6b7169203331-{flags}")));
+        async move { api.create(&pod(name)).await }
+    };
+    send("sampled", "01").await.unwrap();
+    send("sampled-out", "00").await.unwrap();
+    let kept = event_traceparent(&cluster, "sampled")
+        .await
+        .expect("a sampled trace is kept with the event");
+    assert_eq!(trace_id_of(&kept).as_deref(), Some(SENDER_TRACE), "{kept}");
+    assert_eq!(
+        event_traceparent(&cluster, "sampled-out").await,
+        None,
+        "a trace decided against is not"
+    );
+}

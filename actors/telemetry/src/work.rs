@@ -9,15 +9,17 @@
 //! OpenTelemetry context while it runs, so whatever it sends downstream still names that
 //! trace and is skipped there too. A trace is kept whole or not at all.
 //!
-//! Work with no parent at all is a new root, sampled before its span is made: a dropped one
-//! makes none and carries an unsampled context (see [`Traced::new_root`]).
+//! A request with no parent at all is a new root, sampled before its span is made: a dropped
+//! one makes none and carries an unsampled context (see [`Traced::new_root`]). Work caused by
+//! an object's change never starts a trace: it continues the one kept with the change, and a
+//! change kept with none was sampled out (see [`Traced::from_traceparent`]).
 
 use std::future::Future;
 
 use async_nats::HeaderMap;
 use futures::future::Either;
 use opentelemetry::context::FutureExt as _;
-use opentelemetry::trace::{SpanContext, TraceContextExt, TraceFlags, TraceState};
+use opentelemetry::trace::{SpanContext, TraceContextExt, TraceFlags, TraceId, TraceState};
 use opentelemetry::{Context, ContextGuard};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 use tracing::instrument::Instrumented;
@@ -129,6 +131,12 @@ impl Traced {
                 carried: None,
             };
         }
+        Traced::sampled_out(trace_id)
+    }
+
+    /// Work in a trace decided against from its start: no span, and an unsampled context
+    /// carried on, so what it sends downstream is not drawn again as a new root.
+    fn sampled_out(trace_id: TraceId) -> Traced {
         let dropped = SpanContext::new(
             trace_id,
             RandomIdGenerator::default().new_span_id(),
@@ -153,12 +161,25 @@ impl Traced {
         }
     }
 
-    /// [`Traced::continuing`] the trace a traceparent names (none: a new root).
+    /// Work caused by an object's change: [`Traced::continuing`] the trace the change was
+    /// kept with.
+    ///
+    /// A change kept with no trace (or a malformed one) starts none: under parent-based
+    /// sampling the API keeps only sampled traces with the events it writes
+    /// ([`crate::propagation::traceparent_to_keep`]), so a change without one was made in a
+    /// trace decided against, or by a writer that traces nothing. Such work makes no span and
+    /// carries an unsampled context on, so what it writes is not drawn again at the API: the
+    /// trace stays whole, or absent.
     pub fn from_traceparent(
         traceparent: Option<&str>,
         make: impl FnOnce() -> tracing::Span,
     ) -> Traced {
-        Traced::continuing(context_of(traceparent), make)
+        let parent = context_of(traceparent);
+        let kept_none = !parent.span().span_context().is_valid();
+        if kept_none && crate::installed() && starts_a_trace() {
+            return Traced::sampled_out(RandomIdGenerator::default().new_trace_id());
+        }
+        Traced::continuing(parent, make)
     }
 
     /// [`Traced::continuing`] the trace a request's headers carry (a missing or malformed

@@ -72,10 +72,23 @@ fn traced(ratio: f64, parent_based: bool, f: impl FnOnce()) -> Collected {
     collected
 }
 
+/// A request arriving with `traceparent` in its headers (or none).
 fn request(traceparent: Option<&str>) -> Traced {
+    let mut headers = async_nats::HeaderMap::new();
+    if let Some(tp) = traceparent {
+        headers.insert("traceparent", tp);
+    }
+    Traced::from_headers(
+        Some(&headers),
+        || tracing::info_span!(target: "shoal::test", "request"),
+    )
+}
+
+/// Work caused by an object's change, kept with `traceparent` (or none).
+fn object_change(traceparent: Option<&str>) -> Traced {
     Traced::from_traceparent(
         traceparent,
-        || tracing::info_span!(target: "shoal::test", "request"),
+        || tracing::info_span!(target: "shoal::test", "reconcile"),
     )
 }
 
@@ -275,4 +288,56 @@ fn routine_work_starts_no_trace_even_at_1_0_but_continues_one_it_is_sent() {
         "{continued}"
     );
     assert_eq!(collected.names(), ["heartbeat", "request", "write"]);
+}
+
+#[test]
+fn work_caused_by_a_change_kept_with_no_trace_starts_none_and_says_so_downstream() {
+    let mut sent = None;
+    let collected = traced(1.0, true, || {
+        let work = object_change(None);
+        assert!(work.span().is_none(), "no new root, even at 1.0");
+        assert!(work
+            .child(|| tracing::info_span!(target: "shoal::test", "part"))
+            .span()
+            .is_none());
+        sent = downstream(&work);
+        // The same change kept with a sampled trace continues it.
+        let continued = object_change(Some(SAMPLED));
+        assert!(!continued.span().is_none());
+        // Inside recorded work, a change kept with none is part of that work.
+        let outer = request(None);
+        assert!(outer.in_scope(|| !object_change(None).span().is_none()));
+    });
+    let sent = sent.expect("an unsampled context goes downstream, so the API draws no root");
+    assert!(sent.ends_with("-00"), "{sent}");
+    assert_eq!(collected.names(), ["reconcile", "reconcile", "request"]);
+}
+
+/// Under parent-based sampling an event keeps only a sampled trace: work its change causes
+/// starts no trace when it keeps none, which says "not sampled" without a header.
+#[test]
+fn an_event_keeps_a_sampled_trace_only() {
+    use shoal_telemetry::propagation::{keeps, traceparent_to_keep};
+    let mut kept = (None, None, None);
+    traced(1.0, true, || {
+        kept.0 = request(Some(SAMPLED)).in_scope(traceparent_to_keep);
+        kept.1 = request(Some(UNSAMPLED)).in_scope(traceparent_to_keep);
+        kept.2 = traceparent_to_keep();
+    });
+    let sampled = kept.0.expect("a sampled trace is kept");
+    assert!(
+        sampled.starts_with("00-0af7651916cd43dd8448eb211c80319c-"),
+        "{sampled}"
+    );
+    assert_eq!(kept.1, None, "an unsampled trace is not");
+    assert_eq!(kept.2, None, "outside any trace there is nothing to keep");
+    assert!(keeps(SAMPLED));
+    assert!(!keeps(UNSAMPLED));
+    assert!(!keeps("00-zz-yy-01"));
+    // Where every span decides for itself, a parent's decision is no reason to drop it.
+    traced(0.0, false, || {
+        kept.1 = request(Some(UNSAMPLED)).in_scope(traceparent_to_keep);
+    });
+    let own = kept.1.expect("a span's own decision is kept");
+    assert!(own.ends_with("-00"), "{own}");
 }

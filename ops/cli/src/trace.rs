@@ -60,7 +60,7 @@ async fn trace_id_for_object(
     }
     let version = starting_version(&history).ok_or_else(|| {
         anyhow!(
-            "no kept version of {}/{name} carries a trace context (it was written by a client that sends none)",
+            "no kept version of {}/{name} carries a trace context: its trace was sampled out (OTEL_TRACES_SAMPLER_ARG), or it was written by a client that sends none",
             info.singular()
         )
     })?;
