@@ -72,14 +72,19 @@ fn traced(ratio: f64, parent_based: bool, f: impl FnOnce()) -> Collected {
     collected
 }
 
-/// A request arriving with `traceparent` in its headers (or none).
-fn request(traceparent: Option<&str>) -> Traced {
+/// A message's headers, carrying `traceparent` (or none).
+fn headers_with(traceparent: Option<&str>) -> async_nats::HeaderMap {
     let mut headers = async_nats::HeaderMap::new();
     if let Some(tp) = traceparent {
         headers.insert("traceparent", tp);
     }
+    headers
+}
+
+/// A request arriving with `traceparent` in its headers (or none).
+fn request(traceparent: Option<&str>) -> Traced {
     Traced::from_headers(
-        Some(&headers),
+        Some(&headers_with(traceparent)),
         || tracing::info_span!(target: "shoal::test", "request"),
     )
 }
@@ -90,6 +95,13 @@ fn object_change(traceparent: Option<&str>) -> Traced {
         traceparent,
         || tracing::info_span!(target: "shoal::test", "reconcile"),
     )
+}
+
+/// Whether a part of `work` makes no span of its own.
+fn records_no_part(work: &Traced) -> bool {
+    work.child(|| tracing::info_span!(target: "shoal::test", "part"))
+        .span()
+        .is_none()
 }
 
 fn write() -> tracing::Span {
@@ -136,10 +148,7 @@ fn work_in_a_trace_decided_against_makes_no_span_and_carries_the_trace_on() {
     let collected = traced(1.0, true, || {
         let work = request(Some(UNSAMPLED));
         assert!(work.span().is_none(), "no span for an unsampled parent");
-        assert!(work
-            .child(|| tracing::info_span!(target: "shoal::test", "part"))
-            .span()
-            .is_none());
+        assert!(records_no_part(&work));
         sent = downstream(&work);
         // A unit of work started inside carried work continues it too.
         let nested = work.in_scope(|| request(None));
@@ -158,10 +167,7 @@ fn a_dropped_new_root_makes_no_span_and_says_so_downstream() {
             work.span().is_none(),
             "the root is dropped before it is made"
         );
-        assert!(work
-            .child(|| tracing::info_span!(target: "shoal::test", "part"))
-            .span()
-            .is_none());
+        assert!(records_no_part(&work));
         sent = downstream(&work);
     });
     assert!(collected.names().is_empty());
@@ -260,12 +266,8 @@ fn a_step_is_an_event_on_its_span_with_its_duration_and_outcome() {
 }
 
 fn routine(traceparent: Option<&str>) -> Traced {
-    let mut headers = async_nats::HeaderMap::new();
-    if let Some(tp) = traceparent {
-        headers.insert("traceparent", tp);
-    }
     Traced::continuing_only(
-        Some(&headers),
+        Some(&headers_with(traceparent)),
         || tracing::info_span!(target: "shoal::test", "heartbeat"),
     )
 }
@@ -296,10 +298,7 @@ fn work_caused_by_a_change_kept_with_no_trace_starts_none_and_says_so_downstream
     let collected = traced(1.0, true, || {
         let work = object_change(None);
         assert!(work.span().is_none(), "no new root, even at 1.0");
-        assert!(work
-            .child(|| tracing::info_span!(target: "shoal::test", "part"))
-            .span()
-            .is_none());
+        assert!(records_no_part(&work));
         sent = downstream(&work);
         // The same change kept with a sampled trace continues it.
         let continued = object_change(Some(SAMPLED));
