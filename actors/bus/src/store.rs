@@ -16,6 +16,7 @@ use async_nats::HeaderMap;
 use bus_schemas::state_log::CompactionRecord;
 use bus_schemas::subjects::{self, HEADER_EVENT, OBJECTS_STREAM};
 use bytes::Bytes;
+use shoal_telemetry::propagation::TRACEPARENT_HEADER;
 
 /// How many versions of each object the log keeps (for history and debugging).
 pub const VERSIONS_KEPT: i64 = 8;
@@ -336,7 +337,7 @@ impl Store {
         let mut headers = HeaderMap::new();
         headers.insert(HEADER_EVENT, event.as_str());
         if let Some(tp) = meta.traceparent {
-            headers.insert(shoal_telemetry::propagation::TRACEPARENT_HEADER, tp);
+            headers.insert(TRACEPARENT_HEADER, tp);
         }
         if let Some(id) = meta.request_id {
             headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
@@ -608,7 +609,7 @@ pub(crate) fn raw_from_stored(
         .get(async_nats::header::NATS_MESSAGE_ID)
         .map(|v| v.as_str().to_string());
     let traceparent = headers
-        .get(shoal_telemetry::propagation::TRACEPARENT_HEADER)
+        .get(TRACEPARENT_HEADER)
         .map(|v| v.as_str().to_string());
     RawEvent {
         subject,

@@ -112,12 +112,7 @@ pub fn extract_traceparent(traceparent: &str) -> Context {
 
 /// The current span's context as a traceparent, if it has a valid one.
 pub fn current_traceparent() -> Option<String> {
-    let cx = current_context();
-    let span = cx.span();
-    let span_context = span.span_context();
-    span_context
-        .is_valid()
-        .then(|| traceparent_of(span_context))
+    current_traceparent_if(SpanContext::is_valid)
 }
 
 /// The traceparent an object event keeps: the running work's, when its trace is sampled
@@ -129,20 +124,23 @@ pub fn current_traceparent() -> Option<String> {
 /// say only "not sampled". Work caused by a change kept with no trace starts none
 /// ([`crate::work::Traced::from_traceparent`]), which says the same for free.
 pub fn traceparent_to_keep() -> Option<String> {
-    let cx = current_context();
-    let span = cx.span();
-    kept(span.span_context()).then(|| traceparent_of(span.span_context()))
+    current_traceparent_if(is_kept)
 }
 
 /// Whether a traceparent (a request's, in a process that does not trace) is one an event
 /// keeps, by the rule of [`traceparent_to_keep`].
 pub fn keeps(traceparent: &str) -> bool {
-    let cx = extract_traceparent(traceparent);
-    let span = cx.span();
-    kept(span.span_context())
+    is_kept(extract_traceparent(traceparent).span().span_context())
 }
 
-fn kept(span_context: &SpanContext) -> bool {
+fn current_traceparent_if(wanted: fn(&SpanContext) -> bool) -> Option<String> {
+    let cx = current_context();
+    let span = cx.span();
+    let span_context = span.span_context();
+    wanted(span_context).then(|| traceparent_of(span_context))
+}
+
+fn is_kept(span_context: &SpanContext) -> bool {
     span_context.is_valid() && (span_context.is_sampled() || !crate::sampling::parent_decides())
 }
 

@@ -72,6 +72,15 @@ fn carried_now() -> Option<Context> {
     decided_against(&cx).then_some(cx)
 }
 
+/// What work with no trace to continue does (no parent, and no work running around it).
+#[derive(Debug, Clone, Copy)]
+enum Unparented {
+    /// A request: a new root, sampled at the configured ratio.
+    NewRoot,
+    /// Work caused by an object's change: no trace (see [`Traced::from_traceparent`]).
+    SampledOut,
+}
+
 impl Traced {
     /// Work that is not traced (routine work, or tracing is off).
     pub fn none() -> Traced {
@@ -81,9 +90,17 @@ impl Traced {
         }
     }
 
-    /// Work continuing the remote context `parent` (from a request's headers, or kept with
-    /// the object that changed). `make` builds the span, only if it will be recorded.
+    /// Work continuing the remote context `parent` (a request's, from its headers); with none
+    /// to continue, a new root. `make` builds the span, only if it will be recorded.
     pub fn continuing(parent: Context, make: impl FnOnce() -> tracing::Span) -> Traced {
+        Traced::continuing_or(parent, Unparented::NewRoot, make)
+    }
+
+    fn continuing_or(
+        parent: Context,
+        unparented: Unparented,
+        make: impl FnOnce() -> tracing::Span,
+    ) -> Traced {
         if !crate::installed() {
             return Traced {
                 span: make(),
@@ -96,7 +113,8 @@ impl Traced {
                 carried: Some(parent),
             };
         }
-        if !parent.span().span_context().is_valid() {
+        let has_parent = parent.span().span_context().is_valid();
+        if !has_parent {
             if let Some(carried) = carried_now() {
                 return Traced {
                     span: tracing::Span::none(),
@@ -104,11 +122,16 @@ impl Traced {
                 };
             }
             if starts_a_trace() {
-                return Traced::new_root(make);
+                return match unparented {
+                    Unparented::NewRoot => Traced::new_root(make),
+                    Unparented::SampledOut => {
+                        Traced::sampled_out(RandomIdGenerator::default().new_trace_id())
+                    }
+                };
             }
         }
         let span = make();
-        if parent.span().span_context().is_valid() {
+        if has_parent {
             let _ = span.set_parent(parent);
         }
         Traced {
@@ -174,12 +197,7 @@ impl Traced {
         traceparent: Option<&str>,
         make: impl FnOnce() -> tracing::Span,
     ) -> Traced {
-        let parent = context_of(traceparent);
-        let kept_none = !parent.span().span_context().is_valid();
-        if kept_none && crate::installed() && starts_a_trace() {
-            return Traced::sampled_out(RandomIdGenerator::default().new_trace_id());
-        }
-        Traced::continuing(parent, make)
+        Traced::continuing_or(context_of(traceparent), Unparented::SampledOut, make)
     }
 
     /// [`Traced::continuing`] the trace a request's headers carry (a missing or malformed
