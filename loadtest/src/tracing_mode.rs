@@ -6,6 +6,10 @@
 //! the real export path rather than on spans that go nowhere.
 
 pub const SWITCH: &str = "SHOAL_BENCH_TRACING";
+/// Set (with tracing on): spans are made and queued as ever, but the export thread sends
+/// them nowhere, to tell what encoding, sending and storing them costs from what making them
+/// does.
+pub const UNSENT: &str = "SHOAL_BENCH_SPANS_UNSENT";
 
 /// Sets up a benchmark process to run untraced (`None`) or traced at a sample `ratio`,
 /// whatever the caller's environment says: the comparisons must differ in this alone.
@@ -74,7 +78,7 @@ pub fn init(process: &str) -> Tracing {
 /// exported with: the API's here, whose spans (and the other actors' of this process) it may
 /// publish under any actor's name.
 pub fn export_to(url: &str, auth: &shoal_bus::auth::ClientAuth) {
-    if enabled() {
+    if enabled() && std::env::var(UNSENT).is_err() {
         let auth = auth.clone();
         shoal_telemetry::jetstream::export_as(url, move |options| auth.apply(options));
     }
