@@ -3,7 +3,8 @@
 //! way `shoal up` does: spans sampled by the standard `OTEL_TRACES_SAMPLER` /
 //! `OTEL_TRACES_SAMPLER_ARG` variables and exported to the cluster's `SHOAL_TRACES` stream.
 //! `bench_tracing` sets these for the runs it compares, so tracing's cost is measured on
-//! the real export path rather than on spans that go nowhere.
+//! the real export path rather than on spans that go nowhere; [`UNSENT`] is for runs by
+//! hand that ask what that path costs.
 
 pub const SWITCH: &str = "SHOAL_BENCH_TRACING";
 /// Set (with tracing on): spans are made and queued as ever, but the export thread sends
@@ -15,7 +16,7 @@ pub const UNSENT: &str = "SHOAL_BENCH_SPANS_UNSENT";
 /// whatever the caller's environment says: the comparisons must differ in this alone.
 #[allow(dead_code)] // `shoal-loadtest` includes this module too, and starts no such process.
 pub fn trace_child(command: &mut std::process::Command, ratio: Option<f64>) {
-    command.env_remove("OTEL_SDK_DISABLED");
+    command.env_remove("OTEL_SDK_DISABLED").env_remove(UNSENT);
     match ratio {
         None => {
             command.env_remove(SWITCH);
