@@ -64,7 +64,7 @@ pub fn connect_error(e: &async_nats::ConnectError, auth: &ClientAuth, url: &str)
             if auth.public_key().is_none() =>
         {
             format!(
-                "the bus at {url} refused an anonymous connection: pass --creds FILE or set SHOAL_CREDS (shoal up wrote the admin credential to {})",
+                "the bus at {url} refused an anonymous connection: pass --creds FILE or set SHOAL_CREDS (shoal up wrote the admin credential to {}, or, given --data-dir DIR, to DIR/auth/creds/admin.nk)",
                 default_admin_creds().display()
             )
         }

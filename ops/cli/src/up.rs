@@ -31,6 +31,11 @@ pub fn default_data_dir() -> PathBuf {
     home.join(".local/share/shoal")
 }
 
+/// Whether `dir` (canonical) is the data dir the CLI finds credentials in by itself.
+fn is_default_data_dir(dir: &std::path::Path) -> bool {
+    default_data_dir().canonicalize().ok().as_deref() == Some(dir)
+}
+
 /// The actors to start, in start order: `--actors` without `node` under `--no-node`.
 fn actors_to_run(args: &UpArgs) -> Result<Vec<UpActor>> {
     let all = [
@@ -134,6 +139,8 @@ pub async fn run(args: UpArgs) -> Result<()> {
 
     let mut natsd = None;
     let creds;
+    // What the CLI needs set to reach this cluster, when it would not find it by itself.
+    let mut client_env: Vec<(&str, PathBuf)> = Vec::new();
     let url = match &args.join {
         Some(url) => {
             creds = ActorCreds::joined(args.creds.as_deref(), args.ca.as_deref())?;
@@ -152,9 +159,18 @@ pub async fn run(args: UpArgs) -> Result<()> {
                 auth.ensure(&role, &default_name(&role))
                     .context("issuing this machine's node credential")?;
             }
+            let found_by_default = is_default_data_dir(&data_dir);
+            if !found_by_default {
+                client_env.push(("SHOAL_CREDS", auth.creds_path("admin")));
+            }
             if first_identities {
+                let how = if found_by_default {
+                    "the CLI uses it by default"
+                } else {
+                    "not the default data dir: give the CLI SHOAL_CREDS or --creds"
+                };
                 eprintln!(
-                    "identities provisioned in {}: the admin credential is {} (the CLI uses it by default; `shoal creds create` issues more)",
+                    "identities provisioned in {}: the admin credential is {} ({how}; `shoal creds create` issues more)",
                     auth_path.display(),
                     auth.creds_path("admin").display()
                 );
@@ -179,6 +195,9 @@ pub async fn run(args: UpArgs) -> Result<()> {
                     &auth_path.join("tls"),
                     &hosts,
                 )?);
+            }
+            if let Some(tls) = config.tls.as_ref().filter(|_| !found_by_default) {
+                client_env.push(("SHOAL_CA", tls.ca.clone()));
             }
             creds = ActorCreds::Local {
                 dir: auth,
@@ -471,6 +490,12 @@ pub async fn run(args: UpArgs) -> Result<()> {
     }
     if let Some(addr) = &metrics.addr {
         println!("  metrics:   http://{addr}/metrics");
+    }
+    for (variable, path) in &client_env {
+        println!(
+            "  CLI:       export {variable}={}   (the CLI looks only in the default data dir)",
+            path.display()
+        );
     }
     println!("Try: shoal get ns   (export SHOAL_NATS={url} if not the default). Ctrl-C stops the cluster.");
 

@@ -51,6 +51,7 @@ impl Cluster {
     fn start_with(args: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
+        let up_stdout = std::fs::File::create(dir.path().join("up.stdout")).unwrap();
         let up_stderr = std::fs::File::create(dir.path().join("up.stderr")).unwrap();
         let up = Command::new(SHOAL)
             .args(["up", "--no-node", "--port", &port.to_string()])
@@ -58,7 +59,7 @@ impl Cluster {
             .arg("--data-dir")
             .arg(dir.path())
             .args(args)
-            .stdout(Stdio::null())
+            .stdout(up_stdout)
             .stderr(up_stderr)
             .tied_to_this_thread()
             .spawn()
@@ -204,9 +205,50 @@ fn anonymous_connections_are_refused_with_what_to_pass() {
     let (ok, _, err) = cluster.shoal(None, &["get", "pods"]);
     assert!(!ok);
     assert!(
-        err.contains("refused an anonymous connection") && err.contains("--creds"),
+        err.contains("refused an anonymous connection")
+            && err.contains("--creds")
+            && err.contains("DIR/auth/creds/admin.nk"),
         "{err}"
     );
+}
+
+/// The CLI finds the admin credential by itself only in the default data dir: a cluster
+/// started in another one says what to export, and that is enough.
+#[test]
+fn a_cluster_in_another_data_dir_says_which_credential_the_cli_needs() {
+    let cluster = Cluster::start_with(&["--tls"]);
+    let summary = cluster.data_dir().join("up.stdout");
+    let mut printed = String::new();
+    wait_until("shoal up's summary", || {
+        printed = std::fs::read_to_string(&summary).unwrap_or_default();
+        printed.contains("SHOAL_CA=")
+    });
+    let exported = |variable: &str| -> PathBuf {
+        let prefix = format!("export {variable}=");
+        let line = printed
+            .lines()
+            .find_map(|l| l.split_once(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in:\n{printed}"))
+            .1;
+        PathBuf::from(line.split_whitespace().next().unwrap())
+    };
+    let dir = cluster.data_dir().canonicalize().unwrap();
+    assert_eq!(exported("SHOAL_CREDS"), dir.join("auth/creds/admin.nk"));
+    assert_eq!(exported("SHOAL_CA"), dir.join("auth/tls/ca.pem"));
+    let (ok, out, err) = cluster
+        .command(None, &["get", "ns", "default", "-o", "name"])
+        .env("SHOAL_CREDS", exported("SHOAL_CREDS"))
+        .env("SHOAL_CA", exported("SHOAL_CA"))
+        .output()
+        .map(|o| {
+            (
+                o.status.success(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        })
+        .unwrap();
+    assert!(ok && out.contains("namespace/default"), "{out}{err}");
 }
 
 #[test]
