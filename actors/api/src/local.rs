@@ -167,3 +167,42 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// This test process's tracing as an actor installs it; call it before the cluster starts
+/// (one per process: nextest runs each test in its own).
+pub fn install_tracing(service: &str) -> shoal_telemetry::Telemetry {
+    shoal_telemetry::init(shoal_telemetry::TelemetryConfig {
+        service: service.into(),
+        default_actor: "test".into(),
+        log_filter: "warn".into(),
+        log_format: shoal_telemetry::LogFormat::Text,
+        otlp_endpoint: None,
+    })
+    .expect("the test process's tracing installs")
+}
+
+/// Exports this process's spans to the cluster's `SHOAL_TRACES`, as an actor's are.
+pub async fn export_traces(cluster: &LocalCluster) {
+    let auth = cluster
+        .creds(&Role::Api)
+        .await
+        .expect("an actor credential");
+    shoal_telemetry::jetstream::export_as(&cluster.url(), move |o| auth.apply(o));
+}
+
+/// Every span of `trace` that `SHOAL_TRACES` holds (none when it cannot be read).
+pub async fn spans_of(
+    reader: &async_nats::Client,
+    trace: &str,
+) -> Vec<shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span> {
+    shoal_telemetry::traceview::read_trace(reader, trace)
+        .await
+        .map(|batches| {
+            batches
+                .into_iter()
+                .flat_map(|rs| rs.scope_spans)
+                .flat_map(|ss| ss.spans)
+                .collect()
+        })
+        .unwrap_or_default()
+}

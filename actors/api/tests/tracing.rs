@@ -8,10 +8,9 @@ use shoal_api::local::LocalCluster;
 use std::time::Duration;
 
 use bus_schemas::roles::Role;
-use shoal_api::local::eventually;
-use shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span;
+use shoal_api::local::{eventually, spans_of};
 use shoal_telemetry::propagation::trace_id_of;
-use shoal_telemetry::traceview::{attribute, read_trace};
+use shoal_telemetry::traceview::attribute;
 
 const SENDER_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 
@@ -27,17 +26,8 @@ fn pod(name: &str) -> Pod {
     pod
 }
 
-/// The process's tracing, as an actor installs it (one per test process: nextest runs each
-/// test in its own).
 fn telemetry() -> shoal_telemetry::Telemetry {
-    shoal_telemetry::init(shoal_telemetry::TelemetryConfig {
-        service: "api-test".into(),
-        default_actor: "test".into(),
-        log_filter: "warn".into(),
-        log_format: shoal_telemetry::LogFormat::Text,
-        otlp_endpoint: None,
-    })
-    .unwrap()
+    shoal_api::local::install_tracing("api-test")
 }
 
 /// The traceparent the object's last event carries.
@@ -96,25 +86,11 @@ async fn a_malformed_traceparent_starts_a_new_root_trace_and_the_request_succeed
     }
 }
 
-async fn spans_of(reader: &async_nats::Client, trace: &str) -> Vec<Span> {
-    read_trace(reader, trace)
-        .await
-        .map(|batches| {
-            batches
-                .into_iter()
-                .flat_map(|rs| rs.scope_spans)
-                .flat_map(|ss| ss.spans)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[actix::test]
 async fn a_write_is_a_step_of_its_request_span_saying_what_it_wrote() {
     let telemetry = telemetry();
     let cluster = LocalCluster::start().await.unwrap();
-    let auth = cluster.creds(&Role::Api).await.unwrap();
-    shoal_telemetry::jetstream::export_as(&cluster.url(), move |o| auth.apply(o));
+    shoal_api::local::export_traces(&cluster).await;
 
     let api = cluster
         .api()

@@ -66,7 +66,7 @@ impl ControllerConfig {
     }
 }
 
-/// Feeds a work queue from every change of the informer's kind, plus a periodic resync.
+/// Feeds a work queue from every change of the informer's kind.
 pub fn feed_from_informer<K: Resource>(informer: &Informer<K>, queue: Arc<WorkQueue<ObjectKey>>) {
     feed_mapped(informer, queue, |change_key, _obj| vec![change_key.clone()]);
 }
@@ -142,7 +142,7 @@ pub async fn run<K, Ctx, E, R, RFut>(
                 tokio::time::sleep(period).await;
                 let Some(q) = queue.upgrade() else { return };
                 for key in informer.keys() {
-                    q.add(key);
+                    q.add_routine(key);
                 }
             }
         })
@@ -159,16 +159,24 @@ pub async fn run<K, Ctx, E, R, RFut>(
                     queue.done(key, Ok(None));
                     continue;
                 };
-                let traceparent = informer.traceparent(&key.namespace, &key.name);
-                let spanned = match trace {
-                    TraceReconciles::Every => true,
-                    TraceReconciles::WhileDeleting => obj.meta().deletion_timestamp.is_some(),
-                    TraceReconciles::ContinuingOnly => traceparent.is_some(),
-                };
-                let traced = if spanned {
-                    reconcile_span(name, &key, &*obj, traceparent.as_deref())
+                // NOTE: a resync is no part of the change the object last saw: continuing
+                // that change's trace, every resync of every object added a span to it, so a
+                // rollout's trace never ended. A resync that finds something to write starts
+                // a trace of its own, at the API.
+                let traced = if queue.is_routine_run(&key) {
+                    Traced::none()
                 } else {
-                    Traced::carrying(traceparent.as_deref())
+                    let traceparent = informer.traceparent(&key.namespace, &key.name);
+                    let spanned = match trace {
+                        TraceReconciles::Every => true,
+                        TraceReconciles::WhileDeleting => obj.meta().deletion_timestamp.is_some(),
+                        TraceReconciles::ContinuingOnly => traceparent.is_some(),
+                    };
+                    if spanned {
+                        reconcile_span(name, &key, &*obj, traceparent.as_deref())
+                    } else {
+                        Traced::carrying(traceparent.as_deref())
+                    }
                 };
                 let started = std::time::Instant::now();
                 let result = traced.run(reconcile(obj.clone(), ctx.clone())).await;

@@ -1,6 +1,10 @@
 //! A per-key work queue: a key is never processed twice at once, and a key changed while it
 //! is processed runs exactly once more afterwards (one running + one pending per key).
 //! Failures back off per key, exponentially, and the backoff resets on success.
+//!
+//! A key is routine ([`WorkQueue::add_routine`], a periodic resync) until anything else adds
+//! it: a run says whether it was routine ([`WorkQueue::is_routine_run`]), so routine runs
+//! can stay out of the trace of the change their object last saw.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
@@ -17,6 +21,10 @@ struct State<T> {
     running: HashSet<T>,
     /// Keys that were added while running: requeued when their run ends.
     dirty: HashSet<T>,
+    /// Waiting (queued or dirty) keys that only routine adds asked for.
+    routine: HashSet<T>,
+    /// Running keys taken from a routine wait.
+    running_routine: HashSet<T>,
     failures: HashMap<T, u32>,
     shutdown: bool,
 }
@@ -35,6 +43,8 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
                 queued: HashSet::new(),
                 running: HashSet::new(),
                 dirty: HashSet::new(),
+                routine: HashSet::new(),
+                running_routine: HashSet::new(),
                 failures: HashMap::new(),
                 shutdown: false,
             }),
@@ -45,8 +55,27 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
 
     /// Queues `key` unless it is already waiting.
     pub fn add(&self, key: T) {
+        self.enqueue(key, false);
+    }
+
+    /// Queues `key` for a routine look (a resync), unless it is already waiting; a key
+    /// waiting for any other reason stays non-routine.
+    pub fn add_routine(&self, key: T) {
+        self.enqueue(key, true);
+    }
+
+    fn enqueue(&self, key: T, routine: bool) {
         let mut s = self.state.lock().expect("queue lock");
-        if s.shutdown || s.queued.contains(&key) {
+        if s.shutdown {
+            return;
+        }
+        let waiting = s.queued.contains(&key) || s.dirty.contains(&key);
+        if !routine {
+            s.routine.remove(&key);
+        } else if !waiting {
+            s.routine.insert(key.clone());
+        }
+        if waiting {
             return;
         }
         if s.running.contains(&key) {
@@ -57,6 +86,16 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
         s.queue.push_back(key);
         drop(s);
         self.ready.notify_one();
+    }
+
+    /// Whether the run of `key` (between [`Self::next`] and [`Self::done`]) was asked for
+    /// only by routine adds.
+    pub fn is_routine_run(&self, key: &T) -> bool {
+        self.state
+            .lock()
+            .expect("queue lock")
+            .running_routine
+            .contains(key)
     }
 
     /// Queues `key` after `delay` (timers hold only the key).
@@ -84,6 +123,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
                 }
                 if let Some(key) = s.queue.pop_front() {
                     s.queued.remove(&key);
+                    if s.routine.remove(&key) {
+                        s.running_routine.insert(key.clone());
+                    }
                     s.running.insert(key.clone());
                     if !s.queue.is_empty() {
                         self.ready.notify_one();
@@ -100,6 +142,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
     pub fn done(self: &Arc<Self>, key: T, outcome: Result<Option<Duration>, ()>) {
         let mut s = self.state.lock().expect("queue lock");
         s.running.remove(&key);
+        s.running_routine.remove(&key);
         let requeue = match outcome {
             Ok(after) => {
                 s.failures.remove(&key);
@@ -112,9 +155,10 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
             }
         };
         let dirty = s.dirty.remove(&key);
+        let routine = s.routine.contains(&key);
         drop(s);
         if dirty {
-            self.add(key.clone());
+            self.enqueue(key.clone(), routine);
         }
         if let Some(delay) = requeue {
             self.add_after(key, delay);
@@ -169,6 +213,52 @@ mod tests {
         q.done(key, Ok(None));
         assert_eq!(q.len(), 1);
         assert_eq!(q.next().await, Some("a"));
+    }
+
+    #[tokio::test]
+    async fn a_run_is_routine_only_when_nothing_but_routine_adds_asked_for_it() {
+        let q = WorkQueue::new(Backoff::default());
+        q.add_routine("resynced");
+        q.add_routine("changed");
+        q.add("changed");
+        q.add("changed-then-resynced");
+        q.add_routine("changed-then-resynced");
+        let mut routine = Vec::new();
+        for _ in 0..3 {
+            let key = q.next().await.unwrap();
+            routine.push((key, q.is_routine_run(&key)));
+            q.done(key, Ok(None));
+            assert!(!q.is_routine_run(&key), "the mark ends with the run");
+        }
+        routine.sort();
+        assert_eq!(
+            routine,
+            [
+                ("changed", false),
+                ("changed-then-resynced", false),
+                ("resynced", true)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_key_changed_while_its_routine_run_runs_again_as_a_change() {
+        let q = WorkQueue::new(Backoff::default());
+        q.add_routine("a");
+        let key = q.next().await.unwrap();
+        assert!(q.is_routine_run(&key));
+        q.add_routine("a");
+        q.add("a");
+        q.done(key, Ok(None));
+        let key = q.next().await.unwrap();
+        assert!(!q.is_routine_run(&key));
+        q.add_routine("a");
+        q.done(key, Ok(None));
+        let key = q.next().await.unwrap();
+        assert!(
+            q.is_routine_run(&key),
+            "a resync during a run is routine again"
+        );
     }
 
     #[tokio::test]

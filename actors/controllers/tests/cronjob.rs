@@ -11,7 +11,6 @@ use bus_schemas::kinds::{CronJob, Event, Job, Pod};
 use bus_schemas::selector::Selector;
 use common::*;
 use shoal_controllers::clock::Clock;
-use shoal_controllers::ControllersConfig;
 
 const T: Duration = Duration::from_secs(30);
 
@@ -101,14 +100,7 @@ async fn an_every_minute_cronjob_runs_respects_forbid_and_keeps_its_history() {
     let clock = Clock::manual(chrono::Utc::now());
     let mut tunables = tunables();
     tunables.clock = clock.clone();
-    let _controllers = start_controllers(
-        &cluster,
-        ControllersConfig {
-            tunables,
-            ..Default::default()
-        },
-    )
-    .await;
+    let _controllers = start_controllers_tuned(&cluster, tunables).await;
     let env = Env {
         api: cluster.api(),
         cluster,
@@ -197,14 +189,7 @@ async fn replace_deletes_the_running_job_for_the_new_one() {
     let clock = Clock::manual(chrono::Utc::now());
     let mut tunables = tunables();
     tunables.clock = clock.clone();
-    let _controllers = start_controllers(
-        &cluster,
-        ControllersConfig {
-            tunables,
-            ..Default::default()
-        },
-    )
-    .await;
+    let _controllers = start_controllers_tuned(&cluster, tunables).await;
     let env = Env {
         api: cluster.api(),
         cluster,

@@ -9,20 +9,6 @@ use common::*;
 
 const T: Duration = Duration::from_secs(20);
 
-pub fn replicaset(name: &str, app: &str, replicas: i32) -> ReplicaSet {
-    from_json(serde_json::json!({
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": app}},
-            "template": {
-                "metadata": {"labels": {"app": app}},
-                "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}
-            }
-        }
-    }))
-}
-
 fn owned_by(pods: &[std::sync::Arc<Pod>], uid: &str) -> usize {
     pods.iter()
         .filter(|p| p.controller_uid() == Some(uid))

@@ -95,6 +95,8 @@ enum Report {
         key: ObjectKey,
         node: String,
         outcome: BindOutcome,
+        /// The attempt's trace, which what follows a bind continues.
+        trace: Traced,
     },
 }
 
@@ -526,7 +528,7 @@ impl Runner {
                     "0/{} nodes are available: {reason}.",
                     self.cache.nodes().len()
                 );
-                self.spawn_unschedulable(pod, message, None);
+                self.spawn_unschedulable(pod, message, None, &traced);
                 self.queue.unschedulable(&key, now);
                 return;
             }
@@ -591,10 +593,10 @@ impl Runner {
                 telemetry::attempt("unschedulable");
                 tracing::debug!(pod = %key, %message, preempt = preemption.is_some(), "unschedulable");
                 match preemption {
-                    Some(candidate) => self.preempt(&key, pod, candidate, message),
+                    Some(candidate) => self.preempt(&key, pod, candidate, message, &traced),
                     None => {
                         SchedulerMetrics::inc(&self.metrics.unschedulable);
-                        self.spawn_unschedulable(pod, message, None);
+                        self.spawn_unschedulable(pod, message, None, &traced);
                     }
                 }
                 self.queue.unschedulable(&key, now);
@@ -631,6 +633,7 @@ impl Runner {
         pod: Arc<Pod>,
         candidate: preempt::Candidate,
         message: String,
+        trace: &Traced,
     ) {
         let node = self.cache.nodes()[candidate.node].name.clone();
         let victims: Vec<Arc<Pod>> = candidate
@@ -647,7 +650,7 @@ impl Runner {
             self.permits.clone(),
             self.cfg.identity.clone(),
         );
-        tokio::spawn(async move {
+        tokio::spawn(trace.run(async move {
             let _permit = permits.acquire_owned().await;
             // Nominate first, so every scheduler sees the room reserved before it frees up.
             if let Err(e) = bind::report_unschedulable(&api, &pod, &message, Some(&node)).await {
@@ -667,16 +670,24 @@ impl Runner {
                 &instance,
             )
             .await;
-        });
+        }));
     }
 
-    fn spawn_unschedulable(&self, pod: Arc<Pod>, message: String, nominated: Option<String>) {
+    /// Writes why the pod waits (its PodScheduled condition and a FailedScheduling event), in
+    /// the attempt's trace: a pod's trace goes on through the attempts that fail it.
+    fn spawn_unschedulable(
+        &self,
+        pod: Arc<Pod>,
+        message: String,
+        nominated: Option<String>,
+        trace: &Traced,
+    ) {
         let (api, permits, instance) = (
             self.api.clone(),
             self.permits.clone(),
             self.cfg.identity.clone(),
         );
-        tokio::spawn(async move {
+        tokio::spawn(trace.run(async move {
             let _permit = permits.acquire_owned().await;
             if let Err(e) =
                 bind::report_unschedulable(&api, &pod, &message, nominated.as_deref()).await
@@ -695,7 +706,7 @@ impl Runner {
             {
                 tracing::warn!(pod = %pod.metadata.name, error = %e, "cannot record event");
             }
-        });
+        }));
     }
 
     /// Starts the next allocation-record write for `node`, if none is in flight.
@@ -814,6 +825,7 @@ impl Runner {
                         key: b.key,
                         node,
                         outcome,
+                        trace: b.trace,
                     });
                 }
             });
@@ -876,7 +888,12 @@ impl Runner {
                 }
                 self.kick(&node);
             }
-            Report::Bind { key, node, outcome } => match outcome {
+            Report::Bind {
+                key,
+                node,
+                outcome,
+                trace,
+            } => match outcome {
                 BindOutcome::Bound(pod) => {
                     SchedulerMetrics::inc(&self.metrics.scheduled);
                     telemetry::attempt("scheduled");
@@ -892,10 +909,10 @@ impl Runner {
                         )
                         .is_none();
                     if !was {
-                        tokio::spawn(async move {
+                        tokio::spawn(trace.run(async move {
                             let _permit = permits.acquire_owned().await;
                             let _ = bind::clear_unschedulable(&api, &pod).await;
-                        });
+                        }));
                     }
                 }
                 failed => {

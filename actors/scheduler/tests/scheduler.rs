@@ -622,3 +622,73 @@ async fn a_claim_for_a_local_disk_made_by_hand_takes_its_pod_to_the_disk() {
         "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind."
     );
 }
+
+/// A pod's trace goes on through the attempts that fail it: the condition an attempt that
+/// finds no node writes, and the later attempt that binds the pod, are in the trace that
+/// created the pod, read back from `SHOAL_TRACES`.
+#[actix::test]
+async fn an_unschedulable_attempt_and_the_bind_after_it_continue_the_pods_trace() {
+    use shoal_api::local::{export_traces, install_tracing, spans_of};
+    use shoal_telemetry::traceview::attribute;
+    const CREATOR_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+    let telemetry = install_tracing("scheduler-test");
+    let cluster = LocalCluster::start().await.unwrap();
+    export_traces(&cluster).await;
+    let api = cluster.api();
+    add_node(&api, "small", "1", &[], vec![]).await;
+    let _s = start_scheduler(&cluster, "traced", true).await;
+    let creator = cluster
+        .api()
+        .with_traceparent(Some(format!("00-{CREATOR_TRACE}-b7ad6b7169203331-01")));
+    creator.create(&pod("waits", "2")).await.unwrap();
+    eventually("PodScheduled=False", || async {
+        let p: Pod = api.get("default", "waits").await.ok()?;
+        find_condition(&p.status.conditions, "PodScheduled").filter(|c| c.status == "False")?;
+        Some(())
+    })
+    .await;
+    add_node(&api, "big", "4", &[], vec![]).await;
+
+    // The API's spans of the scheduler's writes: the condition saying why the pod waits,
+    // then the bind. A write made outside the attempt's trace starts a trace of its own.
+    let verb = |s: &shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span| {
+        attribute(&s.attributes, "verb")
+    };
+    let reader = cluster.connect_as(&Role::Admin, "reader").await.unwrap();
+    let spans = eventually("the scheduler's writes in the creator's trace", || {
+        telemetry.flush();
+        let reader = reader.clone();
+        async move {
+            let spans = spans_of(&reader, CREATOR_TRACE).await;
+            let verbs: Vec<String> = spans.iter().filter_map(verb).collect();
+            let both =
+                verbs.iter().any(|v| v == "update-status") && verbs.iter().any(|v| v == "update");
+            both.then_some(spans)
+        }
+    })
+    .await;
+    let outcome = |s: &&shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span| {
+        attribute(&s.attributes, "outcome").unwrap_or_default()
+    };
+    let attempts: Vec<_> = spans.iter().filter(|s| s.name == "schedule").collect();
+    let failed = attempts
+        .iter()
+        .find(|s| outcome(s) == "unschedulable")
+        .expect("the failed attempt is in the trace");
+    assert!(
+        attempts.iter().any(|s| outcome(s) == "assumed"),
+        "the attempt that bound the pod is in the trace: {:?}",
+        attempts.iter().map(outcome).collect::<Vec<_>>()
+    );
+    // The first status write; the bind's clearing of the condition comes later.
+    let condition = spans
+        .iter()
+        .filter(|s| verb(s).as_deref() == Some("update-status"))
+        .min_by_key(|s| s.start_time_unix_nano)
+        .unwrap();
+    assert_eq!(
+        condition.parent_span_id, failed.span_id,
+        "the condition is written inside the attempt that failed"
+    );
+}

@@ -3,11 +3,17 @@
 //!
 //! `KIND/NAME` finds the trace of the write that started the object's current state: for kinds
 //! with a generation (a Deployment's rollout), the first kept version of the current
-//! generation; otherwise (a Pod), the oldest version the log keeps, normally its creation.
+//! generation; for a Pod, and kinds without one, the oldest version the log keeps, normally
+//! its creation (a Pod's generation moves when it is bound, but its start is one trace from
+//! its creation on).
+//! Only the object that exists now counts: a name deleted and created again keeps the old
+//! object's versions, and its deletion, in the same history.
 
 use std::io::IsTerminal;
 
 use anyhow::{anyhow, bail, Context, Result};
+use bus_schemas::kinds::Pod;
+use bus_schemas::resource::Resource;
 use bus_schemas::{codec, subjects};
 use shoal_bus::{RawEvent, Store};
 use shoal_telemetry::opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -32,10 +38,30 @@ fn generation(raw: &RawEvent) -> Option<i64> {
     value.pointer("/metadata/generation")?.as_i64()
 }
 
-/// The version whose write started the object's current state (see the module docs).
-fn starting_version(history: &[RawEvent]) -> Option<&RawEvent> {
+fn uid(raw: &RawEvent) -> Option<String> {
+    let value: serde_json::Value = codec::from_msgpack(&raw.payload).ok()?;
+    Some(value.pointer("/metadata/uid")?.as_str()?.to_string())
+}
+
+/// The versions of the object that exists now: those after the last deletion, and of the
+/// newest version's uid.
+fn current_object(history: &[RawEvent]) -> &[RawEvent] {
+    let Some(newest_uid) = history.last().and_then(uid) else {
+        return history;
+    };
+    let start = history
+        .iter()
+        .rposition(|raw| raw.is_tombstone() || uid(raw).is_some_and(|u| u != newest_uid))
+        .map_or(0, |i| i + 1);
+    &history[start..]
+}
+
+/// The version whose write started the object's current state (see the module docs);
+/// `by_generation` false: its creation.
+fn starting_version(history: &[RawEvent], by_generation: bool) -> Option<&RawEvent> {
+    let history = current_object(history);
     let newest = history.last()?;
-    match generation(newest) {
+    match generation(newest).filter(|_| by_generation) {
         Some(g) if g > 0 => history
             .iter()
             .find(|raw| generation(raw) == Some(g) && raw.traceparent.is_some()),
@@ -55,10 +81,24 @@ async fn trace_id_for_object(
     let history = store
         .history(&subjects::object(&info.token(), ns, name))
         .await?;
-    if history.is_empty() {
+    let Some(newest) = history.last() else {
         bail!("{} {name:?} not found in namespace {ns:?}", info.singular());
+    };
+    if newest.is_tombstone() {
+        let deletion = newest
+            .traceparent
+            .as_deref()
+            .and_then(trace_id_of)
+            .map(|id| format!("; its deletion's trace: shoal trace {id}"))
+            .unwrap_or_default();
+        bail!(
+            "{} {name:?} not found in namespace {ns:?} (deleted at revision {}){deletion}",
+            info.singular(),
+            newest.revision
+        );
     }
-    let version = starting_version(&history).ok_or_else(|| {
+    let by_generation = info.token() != Pod::INFO.token();
+    let version = starting_version(&history, by_generation).ok_or_else(|| {
         anyhow!(
             "no kept version of {}/{name} carries a trace context: its trace was sampled out (OTEL_TRACES_SAMPLER_ARG), or it was written by a client that sends none",
             info.singular()
@@ -159,4 +199,68 @@ pub fn render(trace_id: &str, rows: &[Row], color: bool) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_bus::EventType;
+
+    const SUBJECT: &str = "shoal.v1.objects.deployments.default.web";
+
+    fn version(revision: u64, event: EventType, uid: &str, generation: i64) -> RawEvent {
+        let object =
+            serde_json::json!({"metadata": {"name": "web", "uid": uid, "generation": generation}});
+        RawEvent {
+            subject: SUBJECT.into(),
+            revision,
+            event,
+            payload: codec::to_msgpack(&object).unwrap().into(),
+            request_id: None,
+            traceparent: Some(format!("00-{revision:032x}-{revision:016x}-01")),
+            stored_at: None,
+        }
+    }
+
+    #[test]
+    fn a_rollout_starts_at_the_first_version_of_the_current_generation() {
+        let history = [
+            version(1, EventType::Modified, "a", 1),
+            version(2, EventType::Modified, "a", 1),
+            version(3, EventType::Modified, "a", 2),
+            version(4, EventType::Modified, "a", 2),
+        ];
+        assert_eq!(starting_version(&history, true).unwrap().revision, 3);
+    }
+
+    #[test]
+    fn an_object_created_again_under_its_old_name_is_traced_from_its_own_creation() {
+        let history = [
+            version(1, EventType::Modified, "old", 1),
+            version(2, EventType::Modified, "old", 2),
+            version(3, EventType::Deleted, "old", 2),
+            version(4, EventType::Modified, "new", 1),
+            version(5, EventType::Modified, "new", 1),
+        ];
+        assert_eq!(starting_version(&history, true).unwrap().revision, 4);
+    }
+
+    #[test]
+    fn a_pod_is_traced_from_its_creation_though_its_bind_moved_its_generation() {
+        let history = [
+            version(1, EventType::Modified, "p", 1),
+            version(2, EventType::Modified, "p", 2),
+            version(3, EventType::Modified, "p", 2),
+        ];
+        assert_eq!(starting_version(&history, false).unwrap().revision, 1);
+    }
+
+    #[test]
+    fn versions_of_another_uid_do_not_count_even_without_a_tombstone_between() {
+        let history = [
+            version(1, EventType::Modified, "old", 1),
+            version(2, EventType::Modified, "new", 1),
+        ];
+        assert_eq!(starting_version(&history, true).unwrap().revision, 2);
+    }
 }

@@ -70,6 +70,18 @@ pub async fn start_controllers(cluster: &LocalCluster, config: ControllersConfig
     Controllers { trigger, handle }
 }
 
+/// [`start_controllers`] with these tunables and the rest of the configuration default.
+pub async fn start_controllers_tuned(cluster: &LocalCluster, tunables: Tunables) -> Controllers {
+    start_controllers(
+        cluster,
+        ControllersConfig {
+            tunables,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
 pub async fn env() -> (Env, Controllers) {
     let cluster = LocalCluster::start().await.expect("cluster starts");
     let api = cluster.api();
@@ -223,4 +235,18 @@ pub async fn add_node(api: &ApiClient, name: &str, extra_labels: &[(&str, &str)]
         ..Default::default()
     });
     api.update_status(&s).await.expect("node status")
+}
+
+pub fn replicaset(name: &str, app: &str, replicas: i32) -> bus_schemas::kinds::ReplicaSet {
+    from_json(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": app}},
+            "template": {
+                "metadata": {"labels": {"app": app}},
+                "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}
+            }
+        }
+    }))
 }
