@@ -63,7 +63,9 @@ impl EventRecorder {
         let (type_, reason, message) = (type_.to_string(), reason.to_string(), message.into());
         tracing::debug!(object = %involved.name, kind = %involved.kind, %reason, %message, "event");
         let me = self.clone();
-        tokio::spawn(async move { me.write(involved, type_, reason, message).await });
+        // In the trace of the work that records it, as the write would be if awaited.
+        let trace = shoal_telemetry::work::Traced::handed_off();
+        tokio::spawn(trace.run(async move { me.write(involved, type_, reason, message).await }));
     }
 
     async fn write(

@@ -75,3 +75,44 @@ async fn resyncs_add_nothing_to_the_trace_of_the_change_an_object_last_saw() {
         "{in_trace} reconciles in the create's trace after twenty resyncs: the change's own are one or two"
     );
 }
+
+/// An event a reconcile records is written in the reconcile's trace, though in the
+/// background: a ReplicaSet's SuccessfulCreate is a child of the reconcile that created the
+/// pod, not the root of a trace of its own.
+#[actix::test]
+async fn an_event_a_reconcile_records_is_in_its_trace() {
+    const RECORDER_TRACE: &str = "6df92f3577b34da6a3ce929d0e0e4736";
+    let telemetry = install_tracing("controllers-test");
+    let cluster = shoal_api::local::LocalCluster::start().await.unwrap();
+    export_traces(&cluster).await;
+    let _controllers = start_controllers_tuned(&cluster, tunables()).await;
+    cluster
+        .api()
+        .with_traceparent(Some(format!("00-{RECORDER_TRACE}-b7ad6b7169203331-01")))
+        .create(&replicaset("eventful", "eventful", 1))
+        .await
+        .unwrap();
+
+    let reader = cluster.connect_as(&Role::Admin, "reader").await.unwrap();
+    let kind_of = |s: &shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span| {
+        attribute(&s.attributes, "kind").unwrap_or_default()
+    };
+    eventually("the event's write in the reconcile's trace", T, || {
+        telemetry.flush();
+        let reader = reader.clone();
+        async move {
+            let spans = spans_of(&reader, RECORDER_TRACE).await;
+            let reconciles: Vec<_> = spans
+                .iter()
+                .filter(|s| s.name == "reconcile" && kind_of(s) == "ReplicaSet")
+                .map(|s| s.span_id.clone())
+                .collect();
+            spans.iter().any(|s| {
+                s.name == "api.request"
+                    && kind_of(s) == "event"
+                    && reconciles.contains(&s.parent_span_id)
+            })
+        }
+    })
+    .await;
+}

@@ -184,6 +184,23 @@ impl Traced {
         }
     }
 
+    /// The running work's trace, for a part of it handed to a task of its own (a write made
+    /// in the background): its context only, carried on, so the task's requests continue
+    /// the trace without holding the running span open until they end.
+    pub fn handed_off() -> Traced {
+        let span = tracing::Span::current();
+        let cx = if span.is_none() {
+            Context::current()
+        } else {
+            span.context()
+        };
+        let valid = crate::installed() && cx.span().span_context().is_valid();
+        Traced {
+            span: tracing::Span::none(),
+            carried: valid.then_some(cx),
+        }
+    }
+
     /// Work caused by an object's change: [`Traced::continuing`] the trace the change was
     /// kept with.
     ///
