@@ -97,14 +97,30 @@ pub fn is_disrupted(nodes: &[Arc<Node>], threshold: f64) -> bool {
     not_ready >= 2 && not_ready as f64 > threshold * nodes.len() as f64
 }
 
-/// Decides a node's condition and lifecycle taints from its lease.
-pub fn decide_node(node: &Node, lease: Option<&Lease>, now: Time, grace: Duration) -> NodeDecision {
+/// Decides a node's condition and lifecycle taints from its lease. `watching_since`: when
+/// this controller started watching; no node lapses within a grace period of it.
+///
+/// NOTE: why. A lease is only as fresh as the last heartbeat anyone stored, and a
+/// controller that starts (a `shoal up` restarted, a new leader) may read leases that went
+/// stale while nobody watched, with the agents about to beat again: judged at once, every
+/// node went NotReady and unreachable-tainted for the seconds until its next heartbeat, and
+/// pods created meanwhile waited as unschedulable (4 s in the demo after a restart). Like
+/// Kubernetes' node lifecycle controller, which times each node from when it first observed
+/// it, a node gets a full grace period from the start.
+pub fn decide_node(
+    node: &Node,
+    lease: Option<&Lease>,
+    now: Time,
+    grace: Duration,
+    watching_since: Time,
+) -> NodeDecision {
     let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::seconds(10));
     let last_heartbeat = lease
         .and_then(Lease::last_renewed)
         .or(node.metadata.creation_timestamp)
         .unwrap_or(now);
-    let lapsed = last_heartbeat + grace <= now;
+    let timed_from = last_heartbeat.max(watching_since);
+    let lapsed = timed_from + grace <= now;
     let current = find_condition(&node.status.conditions, "Ready");
     let mut ready = None;
     if lapsed {
@@ -163,7 +179,7 @@ pub fn decide_node(node: &Node, lease: Option<&Lease>, now: Time, grace: Duratio
         }
     }
     let taints = (taints != node.spec.taints).then_some(taints);
-    let recheck_at = (!lapsed).then_some(last_heartbeat + grace);
+    let recheck_at = (!lapsed).then_some(timed_from + grace);
     NodeDecision {
         ready,
         taints,
@@ -202,7 +218,11 @@ pub fn eviction_time(
 /// `retry.DefaultRetry`: five).
 const CONFLICT_TRIES: usize = 5;
 
-pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
+pub async fn reconcile(
+    node: Arc<Node>,
+    ctx: Arc<Ctx>,
+    watching_since: Time,
+) -> Result<Action, ReconcileError> {
     let now = podutil::now();
     let name = node.metadata.name.clone();
     let tunables: &Tunables = &ctx.tunables;
@@ -212,6 +232,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
         lease.as_deref(),
         now,
         tunables.node_monitor_grace,
+        watching_since,
     )) {
         lease = newest_lease(lease, fresh_lease(&ctx, &name).await?);
     }
@@ -223,7 +244,13 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Reconci
     let mut current = (*node).clone();
     let mut tries = 1;
     let decision = loop {
-        let decision = decide_node(&current, lease.as_deref(), now, tunables.node_monitor_grace);
+        let decision = decide_node(
+            &current,
+            lease.as_deref(),
+            now,
+            tunables.node_monitor_grace,
+            watching_since,
+        );
         match write_decision(&ctx, &current, &decision).await {
             Ok(written) => {
                 current = written;
@@ -397,6 +424,7 @@ async fn write_decision(
 
 /// Triggers: the node's heartbeat Lease.
 pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
+    let watching_since = podutil::now();
     let queue = WorkQueue::new(Default::default());
     controller::feed_mapped(&ctx.leases, queue.clone(), |key, _lease: &Lease| {
         if key.namespace == NODE_LEASE_NAMESPACE {
@@ -411,7 +439,7 @@ pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
         ctx.nodes.clone(),
         queue,
         ctx,
-        reconcile,
+        move |node, ctx| reconcile(node, ctx, watching_since),
         sd,
     )
 }
@@ -420,6 +448,21 @@ pub fn start(ctx: &Arc<Ctx>, sd: &Shutdown) -> JoinHandle<()> {
 mod tests {
     use super::*;
     use bus_schemas::kinds::Toleration;
+
+    /// A controller watching since long before any heartbeat these tests look at.
+    const LONG_AGO: Time = Time::MIN_UTC;
+
+    /// `node` judged now with a 10 s grace, its lease renewed `lease_age_s` ago, by a
+    /// controller watching since long before.
+    fn judged(node: &Node, lease_age_s: i64) -> NodeDecision {
+        decide_node(
+            node,
+            Some(&lease(lease_age_s)),
+            podutil::now(),
+            Duration::from_secs(10),
+            LONG_AGO,
+        )
+    }
 
     fn node_with_ready(status: &str, reason: &str) -> Node {
         let mut n = Node::default();
@@ -449,8 +492,20 @@ mod tests {
         let n = node_with_ready("True", "NodeReady");
         let now = podutil::now();
         let grace = Duration::from_secs(10);
-        assert!(condemns(&decide_node(&n, Some(&stale), now, grace)));
-        assert!(!condemns(&decide_node(&n, newest.as_deref(), now, grace)));
+        assert!(condemns(&decide_node(
+            &n,
+            Some(&stale),
+            now,
+            grace,
+            LONG_AGO
+        )));
+        assert!(!condemns(&decide_node(
+            &n,
+            newest.as_deref(),
+            now,
+            grace,
+            LONG_AGO
+        )));
         // A read from a replica that trails the cache never makes the node look older.
         assert_eq!(
             renewed(newest_lease(Some(fresh.clone()), Some(stale))),
@@ -462,18 +517,32 @@ mod tests {
         );
         // Restoring a node that beats again is not a condemnation.
         let back = node_with_ready("Unknown", REASON_UNKNOWN);
-        assert!(!condemns(&decide_node(&back, Some(&fresh), now, grace)));
+        assert!(!condemns(&decide_node(
+            &back,
+            Some(&fresh),
+            now,
+            grace,
+            LONG_AGO
+        )));
+    }
+
+    #[test]
+    fn a_controller_that_just_started_gives_a_stale_node_a_grace_period_first() {
+        let n = node_with_ready("True", "NodeReady");
+        let now = podutil::now();
+        let grace = Duration::from_secs(10);
+        let stale = lease(300);
+        let d = decide_node(&n, Some(&stale), now, grace, now);
+        assert!(!condemns(&d), "judged only a grace period after the start");
+        assert_eq!(d.recheck_at, Some(now + chrono::Duration::seconds(10)));
+        let later = now + chrono::Duration::seconds(10);
+        assert!(condemns(&decide_node(&n, Some(&stale), later, grace, now)));
     }
 
     #[test]
     fn lapsed_lease_makes_node_unknown_and_tainted() {
         let n = node_with_ready("True", "NodeReady");
-        let d = decide_node(
-            &n,
-            Some(&lease(30)),
-            podutil::now(),
-            Duration::from_secs(10),
-        );
+        let d = judged(&n, 30);
         assert_eq!(d.ready.as_ref().unwrap().status, "Unknown");
         let taints = d.taints.unwrap();
         assert_eq!(taints.len(), 2);
@@ -494,7 +563,7 @@ mod tests {
             effect: "NoSchedule".into(),
             ..Default::default()
         });
-        let d = decide_node(&n, Some(&lease(1)), podutil::now(), Duration::from_secs(10));
+        let d = judged(&n, 1);
         assert_eq!(d.ready.unwrap().status, "True");
         assert_eq!(
             d.taints
@@ -506,11 +575,11 @@ mod tests {
         );
         // A node the agent reports not ready keeps its condition and gets not-ready taints.
         let n = node_with_ready("False", "KubeletNotReady");
-        let d = decide_node(&n, Some(&lease(1)), podutil::now(), Duration::from_secs(10));
+        let d = judged(&n, 1);
         assert!(d.ready.is_none());
         assert!(d.taints.unwrap().iter().all(|t| t.key == TAINT_NOT_READY));
         let n = node_with_ready("True", "NodeReady");
-        let d = decide_node(&n, Some(&lease(1)), podutil::now(), Duration::from_secs(10));
+        let d = judged(&n, 1);
         assert_eq!((d.ready, d.taints), (None, None));
     }
 

@@ -17,7 +17,11 @@ use shoal_controllers::nodelifecycle::{NODE_LEASE_NAMESPACE, TAINT_UNREACHABLE};
 const T: Duration = Duration::from_secs(30);
 
 async fn heartbeat(api: &ApiClient, node: &str) {
-    let now = chrono::Utc::now();
+    heartbeat_at(api, node, chrono::Utc::now()).await
+}
+
+/// A heartbeat stored as made at `now`.
+async fn heartbeat_at(api: &ApiClient, node: &str, now: chrono::DateTime<chrono::Utc>) {
     match api.get::<Lease>(NODE_LEASE_NAMESPACE, node).await {
         Ok(mut l) => {
             l.spec.renew_time = Some(now);
@@ -118,6 +122,34 @@ async fn unreachable_node_is_tainted_and_its_pods_replaced() {
     })
     .await;
     beats.abort();
+}
+
+/// After a restart the leases read stale until the agents beat again: a controller that
+/// starts gives every node a grace period from its start before it judges it.
+#[actix::test]
+async fn a_node_whose_lease_went_stale_while_nobody_watched_gets_a_grace_period() {
+    let cluster = shoal_api::local::LocalCluster::start().await.unwrap();
+    let api = cluster.api();
+    add_node(&api, "n1", &[]).await;
+    heartbeat_at(
+        &api,
+        "n1",
+        chrono::Utc::now() - chrono::Duration::minutes(5),
+    )
+    .await;
+    let grace = tunables().node_monitor_grace;
+    let started = std::time::Instant::now();
+    let _controllers = start_controllers_tuned(&cluster, tunables()).await;
+    eventually("n1 judged NotReady once no heartbeat came", T, || async {
+        let n = api.get::<Node>("", "n1").await.unwrap();
+        find_condition(&n.status.conditions, "Ready").is_some_and(|c| c.status == "Unknown")
+    })
+    .await;
+    assert!(
+        started.elapsed() + Duration::from_millis(100) >= grace,
+        "NotReady {:?} after the controllers started, within their {grace:?} grace",
+        started.elapsed()
+    );
 }
 
 #[actix::test]
