@@ -12,20 +12,6 @@ use shoal_controllers::namespace::FINALIZER;
 
 const T: Duration = Duration::from_secs(20);
 
-fn replicaset(ns: &str, name: &str, replicas: i32) -> ReplicaSet {
-    from_json(serde_json::json!({
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}
-            }
-        }
-    }))
-}
-
 async fn rs_gone(env: &Env, ns: &str, name: &str) -> bool {
     env.api
         .get::<ReplicaSet>(ns, name)
@@ -37,7 +23,7 @@ async fn rs_gone(env: &Env, ns: &str, name: &str) -> bool {
 async fn background_deletion_removes_dependents() {
     let (env, _c) = env().await;
     env.api
-        .create(&replicaset("default", "bg", 3))
+        .create(&replicaset_in("default", "bg", "bg", 3))
         .await
         .unwrap();
     eventually("3 pods", T, || async {
@@ -55,7 +41,7 @@ async fn background_deletion_removes_dependents() {
 async fn foreground_deletion_waits_for_dependents() {
     let (env, _c) = env().await;
     env.api
-        .create(&replicaset("default", "fg", 2))
+        .create(&replicaset_in("default", "fg", "fg", 2))
         .await
         .unwrap();
     eventually("2 pods", T, || async {
@@ -85,7 +71,7 @@ async fn foreground_deletion_waits_for_dependents() {
 async fn orphan_deletion_keeps_dependents() {
     let (env, _c) = env().await;
     env.api
-        .create(&replicaset("default", "or", 2))
+        .create(&replicaset_in("default", "or", "or", 2))
         .await
         .unwrap();
     eventually("2 pods", T, || async {
@@ -114,7 +100,7 @@ async fn never_deletes_when_owner_exists_with_same_name_but_other_uid() {
     // A pod referencing an RS by name but with a stale uid: the owner is gone (uid differs).
     let rs = env
         .api
-        .create(&replicaset("default", "owner", 0))
+        .create(&replicaset_in("default", "owner", "owner", 0))
         .await
         .unwrap();
     let mut kept: Pod = from_json(serde_json::json!({
@@ -155,7 +141,10 @@ async fn deleting_a_namespace_empties_it() {
             .any(|f| f == FINALIZER)
     })
     .await;
-    env.api.create(&replicaset("doomed", "a", 2)).await.unwrap();
+    env.api
+        .create(&replicaset_in("doomed", "a", "a", 2))
+        .await
+        .unwrap();
     eventually("2 pods", T, || async {
         live_pods(&env, "doomed", "a").len() == 2
     })

@@ -48,7 +48,7 @@ fn context_from(fields: TraceFields<'_>) -> Context {
 
 /// The running work's trace: the current span's, or, outside any span, the context an
 /// unsampled trace's work carries ([`crate::work`]).
-fn current_context() -> Context {
+pub(crate) fn current_context() -> Context {
     let span = tracing::Span::current();
     if span.is_none() {
         Context::current()

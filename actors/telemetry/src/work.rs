@@ -188,12 +188,7 @@ impl Traced {
     /// in the background): its context only, carried on, so the task's requests continue
     /// the trace without holding the running span open until they end.
     pub fn handed_off() -> Traced {
-        let span = tracing::Span::current();
-        let cx = if span.is_none() {
-            Context::current()
-        } else {
-            span.context()
-        };
+        let cx = propagation::current_context();
         let valid = crate::installed() && cx.span().span_context().is_valid();
         Traced {
             span: tracing::Span::none(),

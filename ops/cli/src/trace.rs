@@ -33,39 +33,52 @@ pub struct TraceArgs {
     pub output: Option<String>,
 }
 
-fn generation(raw: &RawEvent) -> Option<i64> {
-    let value: serde_json::Value = codec::from_msgpack(&raw.payload).ok()?;
-    value.pointer("/metadata/generation")?.as_i64()
+/// What a version says of its object, decoded once: which object it is and its generation.
+#[derive(Default)]
+struct Identity {
+    uid: Option<String>,
+    generation: Option<i64>,
 }
 
-fn uid(raw: &RawEvent) -> Option<String> {
-    let value: serde_json::Value = codec::from_msgpack(&raw.payload).ok()?;
-    Some(value.pointer("/metadata/uid")?.as_str()?.to_string())
-}
-
-/// The versions of the object that exists now: those after the last deletion, and of the
-/// newest version's uid.
-fn current_object(history: &[RawEvent]) -> &[RawEvent] {
-    let Some(newest_uid) = history.last().and_then(uid) else {
-        return history;
+fn identity(raw: &RawEvent) -> Identity {
+    let Ok(value) = codec::from_msgpack::<serde_json::Value>(&raw.payload) else {
+        return Identity::default();
     };
-    let start = history
-        .iter()
-        .rposition(|raw| raw.is_tombstone() || uid(raw).is_some_and(|u| u != newest_uid))
-        .map_or(0, |i| i + 1);
-    &history[start..]
+    Identity {
+        uid: value
+            .pointer("/metadata/uid")
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
+        generation: value
+            .pointer("/metadata/generation")
+            .and_then(|v| v.as_i64()),
+    }
 }
 
 /// The version whose write started the object's current state (see the module docs);
-/// `by_generation` false: its creation.
+/// `by_generation` false: its creation. Only the object that exists now counts: the
+/// versions after its last deletion, of the newest version's uid.
 fn starting_version(history: &[RawEvent], by_generation: bool) -> Option<&RawEvent> {
-    let history = current_object(history);
-    let newest = history.last()?;
-    match generation(newest).filter(|_| by_generation) {
-        Some(g) if g > 0 => history
+    let identities: Vec<Identity> = history.iter().map(identity).collect();
+    let newest = identities.last()?;
+    let start = match &newest.uid {
+        Some(current) => history
             .iter()
-            .find(|raw| generation(raw) == Some(g) && raw.traceparent.is_some()),
-        _ => history.iter().find(|raw| raw.traceparent.is_some()),
+            .zip(&identities)
+            .rposition(|(raw, id)| {
+                raw.is_tombstone() || id.uid.as_ref().is_some_and(|u| u != current)
+            })
+            .map_or(0, |i| i + 1),
+        None => 0,
+    };
+    let mut current = history[start..].iter().zip(&identities[start..]);
+    match newest.generation.filter(|_| by_generation) {
+        Some(g) if g > 0 => current
+            .find(|(raw, id)| id.generation == Some(g) && raw.traceparent.is_some())
+            .map(|(raw, _)| raw),
+        _ => current
+            .find(|(raw, _)| raw.traceparent.is_some())
+            .map(|(raw, _)| raw),
     }
 }
 

@@ -238,8 +238,18 @@ pub async fn add_node(api: &ApiClient, name: &str, extra_labels: &[(&str, &str)]
 }
 
 pub fn replicaset(name: &str, app: &str, replicas: i32) -> bus_schemas::kinds::ReplicaSet {
+    replicaset_in("default", name, app, replicas)
+}
+
+/// A ReplicaSet in `ns` of `replicas` busybox pods labelled `app`.
+pub fn replicaset_in(
+    ns: &str,
+    name: &str,
+    app: &str,
+    replicas: i32,
+) -> bus_schemas::kinds::ReplicaSet {
     from_json(serde_json::json!({
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": app}},
