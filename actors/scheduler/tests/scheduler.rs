@@ -664,7 +664,13 @@ async fn an_unschedulable_attempt_and_the_bind_after_it_continue_the_pods_trace(
             let verbs: Vec<String> = spans.iter().filter_map(verb).collect();
             let both =
                 verbs.iter().any(|v| v == "update-status") && verbs.iter().any(|v| v == "update");
-            both.then_some(spans)
+            // The binding attempt's span ends after the bind's request span (it stays open
+            // until its last write, the condition's clearing): wait for it too.
+            let bound = spans.iter().any(|s| {
+                s.name == "schedule"
+                    && attribute(&s.attributes, "outcome").as_deref() == Some("assumed")
+            });
+            (both && bound).then_some(spans)
         }
     })
     .await;
