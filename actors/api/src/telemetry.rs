@@ -97,9 +97,16 @@ pub fn lane_dropped(lane: &'static str) {
 }
 
 /// Records one compare-and-swap write of an object version as a step of the request's span:
-/// what it expected, what it wrote, and its outcome (`written`, `duplicate`, `conflict` or
-/// `failed`). Each retry of a conflict is a step of its own, so conflicts and retries stay
-/// visible in the trace; conflicts are also counted.
+/// what it expected, what it wrote, and its outcome (`written`, `duplicate`, `conflict`,
+/// `earlier_version` or `failed`). Each retry of a conflict is a step of its own, so
+/// conflicts and retries stay visible in the trace; conflicts are also counted.
+///
+/// NOTE: why a create's refused write is no conflict. A create expects no version at all,
+/// and the log refuses it whenever the name has any history: a deleted object's tombstone
+/// (names are reused: a StatefulSet's pods, a Deployment's ReplicaSets, a demo applied
+/// again), which the API then writes over, or a live object (AlreadyExists). Neither is a
+/// lost race between writers. Counted as conflicts, every re-created name raised the
+/// conflict counter and showed a failed write in a trace that succeeded.
 ///
 /// NOTE: why a step and not a span. A write has no children, and every object change passes
 /// through one: at a 1.0 sample ratio, write spans were a quarter of all the spans of a pod's
@@ -115,6 +122,7 @@ pub fn cas_written(
     let (write, resource_version) = match result {
         Ok(w) if w.duplicate => ("duplicate", w.revision),
         Ok(w) => ("written", w.revision),
+        Err(StoreError::Conflict { .. }) if expected == 0 => ("earlier_version", 0),
         Err(StoreError::Conflict { .. }) => {
             metrics()
                 .api
@@ -128,7 +136,7 @@ pub fn cas_written(
     shoal_telemetry::step!(
         "api.cas_write",
         started,
-        result.is_ok(),
+        write != "conflict" && write != "failed",
         kind,
         namespace,
         name,

@@ -49,6 +49,31 @@ async fn event_traceparent(cluster: &LocalCluster, name: &str) -> Option<String>
     written_traceparent::<Pod>(cluster, "default", name).await
 }
 
+/// The spans of `trace` in `SHOAL_TRACES`, once its API request's span is there.
+async fn request_spans(
+    cluster: &LocalCluster,
+    telemetry: &shoal_telemetry::Telemetry,
+    trace: &str,
+) -> Vec<shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span> {
+    let reader = cluster.connect_as(&Role::Admin, "reader").await.unwrap();
+    eventually(
+        "the request's spans in SHOAL_TRACES",
+        Duration::from_secs(30),
+        || {
+            telemetry.flush();
+            let reader = reader.clone();
+            async move {
+                spans_of(&reader, trace)
+                    .await
+                    .iter()
+                    .any(|s| s.name == "api.request")
+            }
+        },
+    )
+    .await;
+    spans_of(&reader, trace).await
+}
+
 #[actix::test]
 async fn a_malformed_traceparent_starts_a_new_root_trace_and_the_request_succeeds() {
     // The OpenTelemetry layer is what turns the API's spans into trace contexts.
@@ -96,23 +121,7 @@ async fn a_write_is_a_step_of_its_request_span_saying_what_it_wrote() {
         .api()
         .with_traceparent(Some(format!("00-{SENDER_TRACE}-b7ad6b7169203331-01")));
     let created = api.create(&pod("written")).await.unwrap();
-    let reader = cluster.connect_as(&Role::Admin, "reader").await.unwrap();
-    eventually(
-        "the create's spans in SHOAL_TRACES",
-        Duration::from_secs(30),
-        || {
-            telemetry.flush();
-            let reader = reader.clone();
-            async move {
-                spans_of(&reader, SENDER_TRACE)
-                    .await
-                    .iter()
-                    .any(|s| s.name == "api.request")
-            }
-        },
-    )
-    .await;
-    let spans = spans_of(&reader, SENDER_TRACE).await;
+    let spans = request_spans(&cluster, &telemetry, SENDER_TRACE).await;
 
     assert!(
         spans.iter().all(|s| s.name != "api.cas_write"),
@@ -227,5 +236,79 @@ async fn an_event_keeps_the_requests_trace_only_when_it_is_sampled() {
         event_traceparent(&cluster, "sampled-out").await,
         None,
         "a trace decided against is not"
+    );
+}
+
+/// A create over a deleted object's name: the log refuses the write that expects no version
+/// (the tombstone is a version), and the API writes over the tombstone. That is no lost race:
+/// the trace shows no failed write and the conflict counter does not move; a create of a
+/// live name is refused without counting one either.
+#[actix::test]
+async fn a_create_over_a_deleted_name_shows_no_failed_write_and_counts_no_conflict() {
+    use bus_schemas::api::DeleteOptions;
+    use bus_schemas::kinds::ConfigMap;
+    const REUSE_TRACE: &str = "6e0c63257de34c926f9efcd03899b5a1";
+    let telemetry = telemetry();
+    let cluster = LocalCluster::start().await.unwrap();
+    shoal_api::local::export_traces(&cluster).await;
+    let config_map = || {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = "reused".into();
+        cm.metadata.namespace = "default".into();
+        cm
+    };
+    let conflicts = || {
+        shoal_telemetry::metrics()
+            .api
+            .cas_conflicts
+            .get_or_create(&[shoal_telemetry::metrics::label("kind", "ConfigMap")])
+            .get()
+    };
+    let api = cluster.api();
+    api.create(&config_map()).await.unwrap();
+    api.delete::<ConfigMap>(&DeleteOptions {
+        namespace: "default".into(),
+        name: "reused".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let conflicts_before = conflicts();
+
+    let recreated = cluster
+        .api()
+        .with_traceparent(Some(format!("00-{REUSE_TRACE}-b7ad6b7169203331-01")))
+        .create(&config_map())
+        .await
+        .unwrap();
+    let again = api.create(&config_map()).await;
+    assert!(
+        matches!(&again, Err(e) if e.is_already_exists()),
+        "a live name is taken: {again:?}"
+    );
+    assert_eq!(conflicts(), conflicts_before, "no write lost a race");
+
+    let spans = request_spans(&cluster, &telemetry, REUSE_TRACE).await;
+    let request = spans.iter().find(|s| s.name == "api.request").unwrap();
+    let writes: Vec<_> = request
+        .events
+        .iter()
+        .filter(|e| e.name == "api.cas_write")
+        .collect();
+    let value = |write: usize, key: &str| attribute(&writes[write].attributes, key);
+    assert_eq!(writes.len(), 2, "{:?}", request.events);
+    assert_eq!(value(0, "expected").as_deref(), Some("0"));
+    assert_eq!(value(0, "write").as_deref(), Some("earlier_version"));
+    assert_eq!(value(0, "outcome").as_deref(), Some("ok"));
+    assert_ne!(
+        value(1, "expected").as_deref(),
+        Some("0"),
+        "written over the tombstone"
+    );
+    assert_eq!(value(1, "write").as_deref(), Some("written"));
+    assert_eq!(value(1, "outcome").as_deref(), Some("ok"));
+    assert_eq!(
+        value(1, "resource_version"),
+        Some(recreated.metadata.resource_version.clone())
     );
 }

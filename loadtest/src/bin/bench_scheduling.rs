@@ -332,7 +332,7 @@ fn run(args: Args) -> Result<()> {
         cp.tunables.node_monitor_grace, cp.tunables.default_unreachable_toleration
     );
 
-    let result = runtime.block_on(bench(&args, &url, &identities, &cp));
+    let result = runtime.block_on(bench(&args, &url, &natsd, &identities, &cp));
     drop(natsd);
     result
 }
@@ -340,6 +340,7 @@ fn run(args: Args) -> Result<()> {
 async fn bench(
     args: &Args,
     url: &str,
+    natsd: &shoal_bus::natsd::Natsd,
     identities: &common::Identities,
     cp: &common::ControlPlane,
 ) -> Result<()> {
@@ -409,6 +410,7 @@ async fn bench(
     let tracker = Arc::new(Mutex::new(Tracker::default()));
     spawn_tracker(pods.clone(), tracker.clone());
     let writes = WriteCounts::start(&cp.informers, &api).await;
+    let traffic_before = common::BusTraffic::read(natsd).await;
     println!("\n== workload: {} pods, {:?} ==", args.pods, args.workload);
     let t0 = Utc::now();
     let start = Instant::now();
@@ -464,6 +466,12 @@ async fn bench(
     }
     let end_line = memory_line(Some(fleet.pid()));
     writes.report(&api, args.pods).await;
+    if let (Some(before), Some(after)) = (traffic_before, common::BusTraffic::read(natsd).await) {
+        println!(
+            "bus traffic during the workload, per pod: {}",
+            after.per(&before, args.pods)
+        );
+    }
     let rates = report_workload(
         args,
         &tracker.lock().expect("tracker"),

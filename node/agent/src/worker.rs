@@ -843,9 +843,6 @@ impl Worker {
     /// preStop hook first; what the hook takes comes out of its grace.
     async fn teardown(&mut self, pod: Option<&Pod>, grace: Duration) {
         let deadline = Instant::now() + grace;
-        for t in self.init.iter_mut().chain(self.app.iter_mut()) {
-            t.shipper = None;
-        }
         let ctx = self.ctx.clone();
         let sandbox = self.sandbox.clone();
         let stop = |id: String, container: Container| {
@@ -871,6 +868,12 @@ impl Worker {
             .drain()
             .map(|(_, c)| self.ctx.call(move |rt| rt.stop_container(&c.id, grace)));
         futures::future::join_all(adopted).await;
+        // Only now: what a container writes while it stops (its SIGTERM handler, what its
+        // preStop hook set off) is the log an operator wants most when a shutdown
+        // misbehaves. A stopped shipper sends what is left in the file, then ends.
+        for t in self.init.iter_mut().chain(self.app.iter_mut()) {
+            t.shipper = None;
+        }
         if let Some(sandbox) = self.sandbox.take() {
             let id = sandbox.id.clone();
             if let Err(e) = self.ctx.call(move |rt| rt.remove_sandbox(&id)).await {

@@ -75,3 +75,54 @@ async fn log_lines_are_published_under_the_node_that_runs_the_pod() {
         first.payload
     );
 }
+
+/// What a container says while it stops (its SIGTERM handler, a preStop hook's effect) is
+/// the log an operator wants most when a shutdown misbehaves: it is shipped too.
+#[actix::test]
+async fn lines_written_while_a_container_stops_are_published() {
+    let (cluster, _dir, node) = one_node().await;
+    let api = cluster.api();
+    api.create(&pod(
+        &node.name,
+        "stopper",
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "main", "image": "shoal/busybox:1.35",
+                "command": ["sh", "-c",
+                    "trap 'echo draining; sleep 1; echo drained; exit 0' TERM; echo started; while true; do sleep 1; done"]}]
+        }),
+    ))
+    .await
+    .unwrap();
+    wait_pod(&api, "stopper", "Running", |p| p.status.phase == "Running").await;
+    let js = async_nats::jetstream::new(cluster.nats.clone());
+    let stream = js.get_stream(subjects::LOGS_STREAM).await.unwrap();
+    let subject = subjects::logs(&node.name, "default", "stopper", "main");
+    let last_line = || async {
+        stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
+            .unwrap_or_default()
+    };
+    eventually(
+        "the line it starts with",
+        Duration::from_secs(30),
+        || async { last_line().await.ends_with(" started") },
+    )
+    .await;
+
+    api.delete::<bus_schemas::kinds::Pod>(&bus_schemas::api::DeleteOptions {
+        namespace: "default".into(),
+        name: "stopper".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    eventually(
+        "the lines it wrote while stopping",
+        Duration::from_secs(30),
+        || async { last_line().await.ends_with(" drained") },
+    )
+    .await;
+}

@@ -184,7 +184,15 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
             args.creds = creds;
             args.ca = ca;
             let system = actix::System::new();
-            system.block_on(up::run(*args))?;
+            let stopped = system.block_on(up::run(*args));
+            // NOTE: why the runtime is never dropped. Dropping it waits for every blocking
+            // task still running, and a container's graceful stop is one: it waits out the
+            // pod's grace period (30 s by default, as long as a pod asks). Ctrl-C of a node
+            // stopping a pod hung that long after "stopped". `up::run` has given the actors
+            // their budget; what still runs is abandoned, as it says (the next start finds
+            // the container), and the process exits.
+            std::mem::forget(system);
+            stopped?;
             Ok(0)
         }
         Command::Node(args) => {
@@ -192,7 +200,10 @@ fn run(cli: cli::Cli) -> anyhow::Result<i32> {
                 .enable_all()
                 .build()?;
             let auth = up::joined_creds(creds.as_deref(), ca.as_deref())?;
-            runtime.block_on(node::run(&nats_url, &auth, args))?;
+            let stopped = runtime.block_on(node::run(&nats_url, &auth, args));
+            // As `up` above: a container's graceful stop still running is abandoned.
+            runtime.shutdown_background();
+            stopped?;
             Ok(0)
         }
         command => {

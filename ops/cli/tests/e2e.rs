@@ -47,8 +47,11 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = kill(Pid::from_raw(self.up.id() as i32), Signal::SIGINT);
-        let _ = self.up.wait();
+        // A test may have stopped it already (and its pid may be another process's now).
+        if matches!(self.up.try_wait(), Ok(None)) {
+            let _ = kill(Pid::from_raw(self.up.id() as i32), Signal::SIGINT);
+            let _ = self.up.wait();
+        }
         up_cluster::remove_pods(&self.data_dir, &self.bridge, &self.pod_cidr);
         let _ = Command::new("ip")
             .args(["link", "del", &self.bridge])
@@ -80,6 +83,20 @@ spec:
         ports: [{name: http, containerPort: 8080}]
         readinessProbe: {httpGet: {path: /, port: http}, periodSeconds: 1}
         resources: {requests: {cpu: 10m, memory: 8Mi}, limits: {memory: 64Mi}}
+"#;
+
+/// Ignores SIGTERM (saying so in its log) and may take two minutes to stop.
+const STUBBORN: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: stubborn}
+spec:
+  terminationGracePeriodSeconds: 120
+  containers:
+  - name: main
+    image: shoal/busybox:1.35
+    command: ["sh", "-c", "trap 'echo got TERM' TERM; echo ready; while true; do sleep 1; done"]
+    resources: {requests: {cpu: 10m, memory: 8Mi}, limits: {memory: 64Mi}}
 "#;
 
 #[test]
@@ -117,7 +134,7 @@ fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
         .tied_to_this_thread()
         .spawn()
         .unwrap();
-    let cluster = Cluster {
+    let mut cluster = Cluster {
         url: format!("nats://127.0.0.1:{port}"),
         up,
         bridge,
@@ -217,4 +234,33 @@ fn a_one_machine_cluster_runs_scales_and_answers_exec_logs_and_top() {
     cluster.wait("every pod gone", Duration::from_secs(60), |c| {
         c.run(&["get", "po", "-o", "name"]).1.trim().is_empty()
     });
+
+    // Ctrl-C stops the cluster promptly even while its node waits out a pod's grace period:
+    // the wait is abandoned (the next start finds the container), not sat through.
+    let stubborn = dir.path().join("stubborn.yaml");
+    std::fs::write(&stubborn, STUBBORN).unwrap();
+    let (code, _, err) = cluster.run(&["apply", "-f", stubborn.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    cluster.wait("the stubborn pod's log", Duration::from_secs(60), |c| {
+        c.run(&["logs", "stubborn"]).1.contains("ready")
+    });
+    let (code, _, err) = cluster.run(&["delete", "po", "stubborn"]);
+    assert_eq!(code, 0, "{err}");
+    cluster.wait("SIGTERM delivered", Duration::from_secs(30), |c| {
+        c.run(&["logs", "stubborn"]).1.contains("got TERM")
+    });
+    let asked = Instant::now();
+    kill(Pid::from_raw(cluster.up.id() as i32), Signal::SIGINT).unwrap();
+    while cluster.up.try_wait().unwrap().is_none() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(60),
+            "shoal up still running a minute after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "shoal up took {:?} to stop (its budget is 5 s) while a pod had 120 s of grace left",
+        asked.elapsed()
+    );
 }

@@ -72,10 +72,19 @@ pub fn start_nats_with(
                 config.auth = Some(auth);
                 Natsd::start(config).await
             } else if identities {
-                Natsd::start_in(dir).await
+                let mut config =
+                    shoal_bus::natsd::NatsdConfig::new(shoal_bus::natsd::free_port()?, dir);
+                config.auth = Some(
+                    AuthDir::provision(dir.join("auth"))
+                        .map_err(shoal_bus::natsd::NatsdError::Auth)?,
+                );
+                config.monitor_port = Some(shoal_bus::natsd::free_port()?);
+                Natsd::start(config).await
             } else {
                 let port = shoal_bus::natsd::free_port()?;
-                Natsd::start(shoal_bus::natsd::NatsdConfig::new(port, dir)).await
+                let mut config = shoal_bus::natsd::NatsdConfig::new(port, dir);
+                config.monitor_port = Some(shoal_bus::natsd::free_port()?);
+                Natsd::start(config).await
             }
         })
         .context("starting nats-server")?;
@@ -91,6 +100,59 @@ pub fn start_nats_with(
         dir.display()
     );
     Ok((runtime, natsd))
+}
+
+/// What nats-server has carried so far (its monitoring endpoint's `/varz` counters), to
+/// count the bus traffic a workload costs; `None` when the server has no monitoring port.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BusTraffic {
+    pub in_msgs: u64,
+    pub out_msgs: u64,
+    pub in_bytes: u64,
+    pub out_bytes: u64,
+}
+
+impl BusTraffic {
+    pub async fn read(natsd: &Natsd) -> Option<BusTraffic> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let port = natsd.config().monitor_port?;
+        let fetch = async {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()?;
+            stream
+                .write_all(b"GET /varz HTTP/1.0\r\nHost: localhost\r\n\r\n")
+                .await
+                .ok()?;
+            let mut body = Vec::new();
+            stream.read_to_end(&mut body).await.ok()?;
+            let text = String::from_utf8_lossy(&body);
+            let json: serde_json::Value =
+                serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()?;
+            let field = |name: &str| json.get(name).and_then(|v| v.as_u64()).unwrap_or(0);
+            Some(BusTraffic {
+                in_msgs: field("in_msgs"),
+                out_msgs: field("out_msgs"),
+                in_bytes: field("in_bytes"),
+                out_bytes: field("out_bytes"),
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(3), fetch)
+            .await
+            .ok()?
+    }
+
+    /// `self - before`, per `per` (a pod), as one line.
+    pub fn per(&self, before: &BusTraffic, per: usize) -> String {
+        let per = per.max(1) as f64;
+        format!(
+            "{:.1} msgs in, {:.1} out, {:.0} bytes in, {:.0} out",
+            self.in_msgs.saturating_sub(before.in_msgs) as f64 / per,
+            self.out_msgs.saturating_sub(before.out_msgs) as f64 / per,
+            self.in_bytes.saturating_sub(before.in_bytes) as f64 / per,
+            self.out_bytes.saturating_sub(before.out_bytes) as f64 / per,
+        )
+    }
 }
 
 /// The credentials a benchmark's parts connect with (all anonymous when identities are off).
