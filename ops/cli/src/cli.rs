@@ -378,6 +378,10 @@ pub struct DeleteArgs {
     pub cascade: String,
     #[arg(long)]
     pub grace_period: Option<i64>,
+    /// Remove the objects from the API at once, without waiting for their node to confirm
+    /// (kubectl's --force: a grace period of 0 unless --grace-period says otherwise).
+    #[arg(long)]
+    pub force: bool,
     /// Do not fail when the object does not exist.
     #[arg(long)]
     pub ignore_not_found: bool,

@@ -31,7 +31,7 @@ async fn delete_one(
         namespace: namespace.to_string(),
         name: name.to_string(),
         propagation_policy: Some(propagation(&args.cascade)?.to_string()),
-        grace_period_seconds: args.grace_period,
+        grace_period_seconds: args.grace_period.or(args.force.then_some(0)),
         preconditions: None,
     };
     let span = tracing::info_span!("cli.delete", kind = info.kind, namespace, name);
@@ -111,6 +111,9 @@ pub async fn run(session: &Session, args: DeleteArgs) -> Result<i32> {
             eprintln!("No resources found");
             return Ok(0);
         }
+    }
+    if args.force {
+        eprintln!("warning: --force removes the objects without waiting for their nodes to stop what they run: a pod's containers may still be running for a while");
     }
     let mut ok = true;
     for (info, ns, name) in targets {

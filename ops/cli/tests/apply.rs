@@ -33,6 +33,16 @@ fn demo_dir() -> String {
         .to_string()
 }
 
+/// Binds a pod as the scheduler does (there is none here).
+async fn bind(cluster: &LocalCluster, pod: &str, node: &str) {
+    let scheduler = cluster
+        .api()
+        .with_field_manager(shoal_scheduler::FIELD_MANAGER);
+    let mut bound: Pod = scheduler.get("default", pod).await.unwrap();
+    bound.spec.node_name = node.into();
+    scheduler.update(&bound).await.unwrap();
+}
+
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
     let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
@@ -88,12 +98,7 @@ async fn applying_a_bare_pod_twice_is_unchanged_even_once_bound() {
     let out = succeeds(&cluster, &["apply", "-f", &pod_yaml]).await;
     assert!(out.contains("pod/solo unchanged"), "{out}");
 
-    let scheduler = cluster
-        .api()
-        .with_field_manager(shoal_scheduler::FIELD_MANAGER);
-    let mut pod: Pod = scheduler.get("default", "solo").await.unwrap();
-    pod.spec.node_name = "node-1".into();
-    scheduler.update(&pod).await.unwrap();
+    bind(&cluster, "solo", "node-1").await;
 
     let out = shoal(&cluster, &["apply", "-f", &pod_yaml]).await;
     assert!(out.ok, "{}", out.stderr);
@@ -265,5 +270,32 @@ async fn pod_security_warnings_and_refusals_reach_the_terminal() {
     assert!(
         cluster.api().get::<Pod>("default", "host").await.is_err(),
         "nothing written"
+    );
+}
+
+/// A bound pod's delete waits for its node; `--force` (kubectl's) removes it at once, and
+/// says that its containers may outlive it.
+#[actix::test]
+async fn delete_force_removes_a_bound_pod_without_waiting_for_its_node() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pod_yaml = write(&dir, "pod.yaml", POD);
+    succeeds(&cluster, &["apply", "-f", &pod_yaml]).await;
+    bind(&cluster, "solo", "node-1").await;
+
+    succeeds(&cluster, &["delete", "po", "solo"]).await;
+    let terminating: Pod = cluster.api().get("default", "solo").await.unwrap();
+    assert!(
+        terminating.metadata.deletion_timestamp.is_some(),
+        "a bound pod waits for its node"
+    );
+
+    let out = shoal(&cluster, &["delete", "po", "solo", "--force"]).await;
+    assert!(out.ok, "{}", out.stderr);
+    assert!(out.stderr.contains("warning: --force"), "{}", out.stderr);
+    let gone = cluster.api().get::<Pod>("default", "solo").await;
+    assert!(
+        matches!(&gone, Err(e) if e.is_not_found()),
+        "removed at once: {gone:?}"
     );
 }
