@@ -191,10 +191,7 @@ pub async fn export_traces(cluster: &LocalCluster) {
 }
 
 /// Every span of `trace` that `SHOAL_TRACES` holds (none when it cannot be read).
-pub async fn spans_of(
-    reader: &async_nats::Client,
-    trace: &str,
-) -> Vec<shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span> {
+pub async fn spans_of(reader: &async_nats::Client, trace: &str) -> Vec<ExportedSpan> {
     shoal_telemetry::traceview::read_trace(reader, trace)
         .await
         .map(|batches| {
@@ -205,4 +202,32 @@ pub async fn spans_of(
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A span as `SHOAL_TRACES` holds it.
+pub type ExportedSpan = shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span;
+
+/// The spans of `trace` in `SHOAL_TRACES` once `complete` holds of them, this process's
+/// queued spans flushed before each look; panics with `what` after 30 s.
+pub async fn exported_spans(
+    telemetry: &shoal_telemetry::Telemetry,
+    reader: &async_nats::Client,
+    trace: &str,
+    what: &str,
+    complete: impl Fn(&[ExportedSpan]) -> bool,
+) -> Vec<ExportedSpan> {
+    let limit = std::time::Duration::from_secs(30);
+    let start = std::time::Instant::now();
+    loop {
+        telemetry.flush();
+        let spans = spans_of(reader, trace).await;
+        if complete(&spans) {
+            return spans;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

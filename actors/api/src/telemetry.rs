@@ -119,24 +119,24 @@ pub fn cas_written(
     started: std::time::Instant,
     result: &Result<Written, StoreError>,
 ) {
-    let (write, resource_version) = match result {
-        Ok(w) if w.duplicate => ("duplicate", w.revision),
-        Ok(w) => ("written", w.revision),
-        Err(StoreError::Conflict { .. }) if expected == 0 => ("earlier_version", 0),
+    let (write, resource_version, ok) = match result {
+        Ok(w) if w.duplicate => ("duplicate", w.revision, true),
+        Ok(w) => ("written", w.revision, true),
+        Err(StoreError::Conflict { .. }) if expected == 0 => ("earlier_version", 0, true),
         Err(StoreError::Conflict { .. }) => {
             metrics()
                 .api
                 .cas_conflicts
                 .get_or_create(&[label("kind", kind)])
                 .inc();
-            ("conflict", 0)
+            ("conflict", 0, false)
         }
-        Err(_) => ("failed", 0),
+        Err(_) => ("failed", 0, false),
     };
     shoal_telemetry::step!(
         "api.cas_write",
         started,
-        write != "conflict" && write != "failed",
+        ok,
         kind,
         namespace,
         name,

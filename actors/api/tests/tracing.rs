@@ -5,10 +5,10 @@
 use bus_schemas::kinds::Pod;
 use bus_schemas::subjects;
 use shoal_api::local::LocalCluster;
-use std::time::Duration;
 
 use bus_schemas::roles::Role;
-use shoal_api::local::{eventually, spans_of};
+use shoal_api::local::{exported_spans, ExportedSpan};
+use shoal_telemetry::opentelemetry_proto::tonic::trace::v1::span::Event as SpanEvent;
 use shoal_telemetry::propagation::trace_id_of;
 use shoal_telemetry::traceview::attribute;
 
@@ -54,24 +54,22 @@ async fn request_spans(
     cluster: &LocalCluster,
     telemetry: &shoal_telemetry::Telemetry,
     trace: &str,
-) -> Vec<shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span> {
+) -> Vec<ExportedSpan> {
     let reader = cluster.connect_as(&Role::Admin, "reader").await.unwrap();
-    eventually(
-        "the request's spans in SHOAL_TRACES",
-        Duration::from_secs(30),
-        || {
-            telemetry.flush();
-            let reader = reader.clone();
-            async move {
-                spans_of(&reader, trace)
-                    .await
-                    .iter()
-                    .any(|s| s.name == "api.request")
-            }
-        },
-    )
-    .await;
-    spans_of(&reader, trace).await
+    exported_spans(telemetry, &reader, trace, "the request's span", |spans| {
+        spans.iter().any(|s| s.name == "api.request")
+    })
+    .await
+}
+
+/// The compare-and-swap writes, in order, on the request span among `spans`.
+fn cas_writes(spans: &[ExportedSpan]) -> Vec<&SpanEvent> {
+    let request = spans.iter().find(|s| s.name == "api.request").unwrap();
+    request
+        .events
+        .iter()
+        .filter(|e| e.name == "api.cas_write")
+        .collect()
 }
 
 #[actix::test]
@@ -127,18 +125,8 @@ async fn a_write_is_a_step_of_its_request_span_saying_what_it_wrote() {
         spans.iter().all(|s| s.name != "api.cas_write"),
         "the write made no span of its own"
     );
-    let request = spans.iter().find(|s| s.name == "api.request").unwrap();
-    let writes: Vec<_> = request
-        .events
-        .iter()
-        .filter(|e| e.name == "api.cas_write")
-        .collect();
-    assert_eq!(
-        writes.len(),
-        1,
-        "one attempt, one write: {:?}",
-        request.events
-    );
+    let writes = cas_writes(&spans);
+    assert_eq!(writes.len(), 1, "one attempt, one write: {writes:?}");
     let value = |key: &str| attribute(&writes[0].attributes, key);
     assert_eq!(value("name").as_deref(), Some("written"));
     assert_eq!(value("namespace").as_deref(), Some("default"));
@@ -289,14 +277,9 @@ async fn a_create_over_a_deleted_name_shows_no_failed_write_and_counts_no_confli
     assert_eq!(conflicts(), conflicts_before, "no write lost a race");
 
     let spans = request_spans(&cluster, &telemetry, REUSE_TRACE).await;
-    let request = spans.iter().find(|s| s.name == "api.request").unwrap();
-    let writes: Vec<_> = request
-        .events
-        .iter()
-        .filter(|e| e.name == "api.cas_write")
-        .collect();
+    let writes = cas_writes(&spans);
     let value = |write: usize, key: &str| attribute(&writes[write].attributes, key);
-    assert_eq!(writes.len(), 2, "{:?}", request.events);
+    assert_eq!(writes.len(), 2, "{writes:?}");
     assert_eq!(value(0, "expected").as_deref(), Some("0"));
     assert_eq!(value(0, "write").as_deref(), Some("earlier_version"));
     assert_eq!(value(0, "outcome").as_deref(), Some("ok"));

@@ -222,6 +222,35 @@ pub fn free_port() -> Result<u16, NatsdError> {
 }
 
 /// How often a server pings a silent client, and how many unanswered pings close it.
+/// How long each step of a monitoring request (connect, then the whole answer) may take.
+const MONITOR_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// GETs a JSON page (`/varz`, `/jsz`, …) of the nats-server monitoring endpoint at
+/// `hostport`.
+pub async fn fetch_monitor(hostport: &str, path: &str) -> std::io::Result<serde_json::Value> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let timed_out = |_| {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "monitoring endpoint: timed out",
+        )
+    };
+    let mut stream =
+        tokio::time::timeout(MONITOR_TIMEOUT, tokio::net::TcpStream::connect(hostport))
+            .await
+            .map_err(timed_out)??;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n").as_bytes())
+        .await?;
+    let mut body = Vec::new();
+    tokio::time::timeout(MONITOR_TIMEOUT, stream.read_to_end(&mut body))
+        .await
+        .map_err(timed_out)??;
+    let text = String::from_utf8_lossy(&body);
+    let json = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    serde_json::from_str(json).map_err(std::io::Error::other)
+}
+
 const CLIENT_PING_INTERVAL: Duration = Duration::from_secs(2);
 const CLIENT_PING_MAX: u32 = 2;
 

@@ -452,16 +452,15 @@ mod tests {
     /// A controller watching since long before any heartbeat these tests look at.
     const LONG_AGO: Time = Time::MIN_UTC;
 
-    /// `node` judged now with a 10 s grace, its lease renewed `lease_age_s` ago, by a
-    /// controller watching since long before.
+    /// `node` judged at `now` on `lease` with a 10 s grace, by a controller watching since
+    /// long before.
+    fn judged_on(node: &Node, lease: Option<&Lease>, now: Time) -> NodeDecision {
+        decide_node(node, lease, now, Duration::from_secs(10), LONG_AGO)
+    }
+
+    /// `node` judged now, its lease renewed `lease_age_s` ago.
     fn judged(node: &Node, lease_age_s: i64) -> NodeDecision {
-        decide_node(
-            node,
-            Some(&lease(lease_age_s)),
-            podutil::now(),
-            Duration::from_secs(10),
-            LONG_AGO,
-        )
+        judged_on(node, Some(&lease(lease_age_s)), podutil::now())
     }
 
     fn node_with_ready(status: &str, reason: &str) -> Node {
@@ -491,21 +490,8 @@ mod tests {
         assert_eq!(renewed(newest.clone()), fresh.spec.renew_time);
         let n = node_with_ready("True", "NodeReady");
         let now = podutil::now();
-        let grace = Duration::from_secs(10);
-        assert!(condemns(&decide_node(
-            &n,
-            Some(&stale),
-            now,
-            grace,
-            LONG_AGO
-        )));
-        assert!(!condemns(&decide_node(
-            &n,
-            newest.as_deref(),
-            now,
-            grace,
-            LONG_AGO
-        )));
+        assert!(condemns(&judged_on(&n, Some(&stale), now)));
+        assert!(!condemns(&judged_on(&n, newest.as_deref(), now)));
         // A read from a replica that trails the cache never makes the node look older.
         assert_eq!(
             renewed(newest_lease(Some(fresh.clone()), Some(stale))),
@@ -517,13 +503,7 @@ mod tests {
         );
         // Restoring a node that beats again is not a condemnation.
         let back = node_with_ready("Unknown", REASON_UNKNOWN);
-        assert!(!condemns(&decide_node(
-            &back,
-            Some(&fresh),
-            now,
-            grace,
-            LONG_AGO
-        )));
+        assert!(!condemns(&judged_on(&back, Some(&fresh), now)));
     }
 
     #[test]

@@ -8,15 +8,14 @@ use std::time::Duration;
 
 use bus_schemas::roles::Role;
 use common::*;
-use shoal_api::local::{export_traces, install_tracing, spans_of};
+use shoal_api::local::{export_traces, exported_spans, install_tracing, ExportedSpan};
 use shoal_telemetry::traceview::attribute;
 
 const T: Duration = Duration::from_secs(30);
 const CREATOR_TRACE: &str = "5cf92f3577b34da6a3ce929d0e0e4736";
 
-async fn reconciles_in(reader: &async_nats::Client, trace: &str, name: &str) -> usize {
-    spans_of(reader, trace)
-        .await
+fn reconciles_of(spans: &[ExportedSpan], name: &str) -> usize {
+    spans
         .iter()
         .filter(|s| {
             s.name == "reconcile"
@@ -56,11 +55,13 @@ async fn resyncs_add_nothing_to_the_trace_of_the_change_an_object_last_saw() {
         .unwrap();
 
     let reader = cluster.connect_as(&Role::Admin, "reader").await.unwrap();
-    eventually("the create's reconcile in its trace", T, || {
-        telemetry.flush();
-        let reader = reader.clone();
-        async move { reconciles_in(&reader, CREATOR_TRACE, "quiet").await > 0 }
-    })
+    exported_spans(
+        &telemetry,
+        &reader,
+        CREATOR_TRACE,
+        "the create's reconcile in its trace",
+        |spans| reconciles_of(spans, "quiet") > 0,
+    )
     .await;
     // Twenty more reconciles of the only ReplicaSet: resyncs, the object unchanged.
     let seen = replicaset_reconciles();
@@ -68,8 +69,8 @@ async fn resyncs_add_nothing_to_the_trace_of_the_change_an_object_last_saw() {
         replicaset_reconciles() >= seen + 20
     })
     .await;
-    telemetry.flush();
-    let in_trace = reconciles_in(&reader, CREATOR_TRACE, "quiet").await;
+    let spans = exported_spans(&telemetry, &reader, CREATOR_TRACE, "a look", |_| true).await;
+    let in_trace = reconciles_of(&spans, "quiet");
     assert!(
         in_trace <= 3,
         "{in_trace} reconciles in the create's trace after twenty resyncs: the change's own are one or two"
@@ -94,14 +95,13 @@ async fn an_event_a_reconcile_records_is_in_its_trace() {
         .unwrap();
 
     let reader = cluster.connect_as(&Role::Admin, "reader").await.unwrap();
-    let kind_of = |s: &shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span| {
-        attribute(&s.attributes, "kind").unwrap_or_default()
-    };
-    eventually("the event's write in the reconcile's trace", T, || {
-        telemetry.flush();
-        let reader = reader.clone();
-        async move {
-            let spans = spans_of(&reader, RECORDER_TRACE).await;
+    let kind_of = |s: &ExportedSpan| attribute(&s.attributes, "kind").unwrap_or_default();
+    exported_spans(
+        &telemetry,
+        &reader,
+        RECORDER_TRACE,
+        "the event's write in the reconcile's trace",
+        |spans| {
             let reconciles: Vec<_> = spans
                 .iter()
                 .filter(|s| s.name == "reconcile" && kind_of(s) == "ReplicaSet")
@@ -112,7 +112,7 @@ async fn an_event_a_reconcile_records_is_in_its_trace() {
                     && kind_of(s) == "event"
                     && reconciles.contains(&s.parent_span_id)
             })
-        }
-    })
+        },
+    )
     .await;
 }

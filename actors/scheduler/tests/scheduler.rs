@@ -628,7 +628,7 @@ async fn a_claim_for_a_local_disk_made_by_hand_takes_its_pod_to_the_disk() {
 /// created the pod, read back from `SHOAL_TRACES`.
 #[actix::test]
 async fn an_unschedulable_attempt_and_the_bind_after_it_continue_the_pods_trace() {
-    use shoal_api::local::{export_traces, install_tracing, spans_of};
+    use shoal_api::local::{export_traces, exported_spans, install_tracing, ExportedSpan};
     use shoal_telemetry::traceview::attribute;
     const CREATOR_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
@@ -652,15 +652,14 @@ async fn an_unschedulable_attempt_and_the_bind_after_it_continue_the_pods_trace(
 
     // The API's spans of the scheduler's writes: the condition saying why the pod waits,
     // then the bind. A write made outside the attempt's trace starts a trace of its own.
-    let verb = |s: &shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span| {
-        attribute(&s.attributes, "verb")
-    };
+    let verb = |s: &ExportedSpan| attribute(&s.attributes, "verb");
     let reader = cluster.connect_as(&Role::Admin, "reader").await.unwrap();
-    let spans = eventually("the scheduler's writes in the creator's trace", || {
-        telemetry.flush();
-        let reader = reader.clone();
-        async move {
-            let spans = spans_of(&reader, CREATOR_TRACE).await;
+    let spans = exported_spans(
+        &telemetry,
+        &reader,
+        CREATOR_TRACE,
+        "the scheduler's writes in the creator's trace",
+        |spans| {
             let verbs: Vec<String> = spans.iter().filter_map(verb).collect();
             let both =
                 verbs.iter().any(|v| v == "update-status") && verbs.iter().any(|v| v == "update");
@@ -670,13 +669,11 @@ async fn an_unschedulable_attempt_and_the_bind_after_it_continue_the_pods_trace(
                 s.name == "schedule"
                     && attribute(&s.attributes, "outcome").as_deref() == Some("assumed")
             });
-            (both && bound).then_some(spans)
-        }
-    })
+            both && bound
+        },
+    )
     .await;
-    let outcome = |s: &&shoal_telemetry::opentelemetry_proto::tonic::trace::v1::Span| {
-        attribute(&s.attributes, "outcome").unwrap_or_default()
-    };
+    let outcome = |s: &&ExportedSpan| attribute(&s.attributes, "outcome").unwrap_or_default();
     let attempts: Vec<_> = spans.iter().filter(|s| s.name == "schedule").collect();
     let failed = attempts
         .iter()

@@ -162,7 +162,7 @@ async fn meta_cluster(url: &str) -> Result<MetaCluster> {
         .rsplit_once(':')
         .map(|(h, _)| h)
         .unwrap_or("127.0.0.1");
-    let jsz = fetch_monitor(&format!("{host}:{MONITOR_PORT}"), "/jsz").await?;
+    let jsz = shoal_bus::natsd::fetch_monitor(&format!("{host}:{MONITOR_PORT}"), "/jsz").await?;
     Ok(MetaCluster {
         leader: jsz
             .pointer("/meta_cluster/leader")
@@ -174,23 +174,4 @@ async fn meta_cluster(url: &str) -> Result<MetaCluster> {
             .and_then(|n| n.as_u64())
             .unwrap_or(0) as usize,
     })
-}
-
-/// GETs a JSON page of a nats-server's monitoring endpoint.
-pub async fn fetch_monitor(hostport: &str, path: &str) -> Result<serde_json::Value> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::time::timeout(
-        Duration::from_secs(3),
-        tokio::net::TcpStream::connect(hostport),
-    )
-    .await
-    .context("monitoring endpoint: timed out")??;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n").as_bytes())
-        .await?;
-    let mut body = Vec::new();
-    tokio::time::timeout(Duration::from_secs(3), stream.read_to_end(&mut body)).await??;
-    let text = String::from_utf8_lossy(&body);
-    let json = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    Ok(serde_json::from_str(json)?)
 }

@@ -71,15 +71,14 @@ fn starting_version(history: &[RawEvent], by_generation: bool) -> Option<&RawEve
             .map_or(0, |i| i + 1),
         None => 0,
     };
-    let mut current = history[start..].iter().zip(&identities[start..]);
-    match newest.generation.filter(|_| by_generation) {
-        Some(g) if g > 0 => current
-            .find(|(raw, id)| id.generation == Some(g) && raw.traceparent.is_some())
-            .map(|(raw, _)| raw),
-        _ => current
-            .find(|(raw, _)| raw.traceparent.is_some())
-            .map(|(raw, _)| raw),
-    }
+    let generation = newest.generation.filter(|&g| by_generation && g > 0);
+    history[start..]
+        .iter()
+        .zip(&identities[start..])
+        .find(|(raw, id)| {
+            raw.traceparent.is_some() && generation.is_none_or(|g| id.generation == Some(g))
+        })
+        .map(|(raw, _)| raw)
 }
 
 async fn trace_id_for_object(

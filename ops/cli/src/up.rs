@@ -706,5 +706,5 @@ async fn warn_about_server(url: &str, monitor: Option<&str>) {
 }
 
 async fn fetch_varz(hostport: &str) -> Result<serde_json::Value> {
-    crate::cluster::fetch_monitor(hostport, "/varz").await
+    Ok(shoal_bus::natsd::fetch_monitor(hostport, "/varz").await?)
 }

@@ -29,7 +29,7 @@ use bus_schemas::roles::Role;
 use bytes::Bytes;
 use shoal_agent::{AgentConfig, Backend};
 use shoal_bus::auth::{AuthDir, ClientAuth};
-use shoal_bus::natsd::Natsd;
+use shoal_bus::natsd::{free_port, Natsd, NatsdConfig, NatsdError};
 use shoal_bus::shutdown::Trigger;
 use shoal_bus::store::{ensure_stream, StreamSettings};
 use shoal_bus::{ApiClient, InformerFactory, Store};
@@ -59,33 +59,20 @@ pub fn start_nats_with(
         .build()?;
     let natsd = runtime
         .block_on(async {
-            if identities && tls {
-                let port = shoal_bus::natsd::free_port()?;
-                let mut config = shoal_bus::natsd::NatsdConfig::new(port, dir);
-                let auth = AuthDir::provision(dir.join("auth"))
-                    .map_err(shoal_bus::natsd::NatsdError::Auth)?;
-                let files =
-                    shoal_bus::tls::load_or_create(&auth.dir().join("tls"), &[]).map_err(|e| {
-                        shoal_bus::natsd::NatsdError::Spawn(std::io::Error::other(e.to_string()))
-                    })?;
-                config.tls = Some(files);
+            let mut config = NatsdConfig::new(free_port()?, dir);
+            // Its counters tell what a workload cost the bus (`BusTraffic`).
+            config.monitor_port = Some(free_port()?);
+            if identities {
+                let auth = AuthDir::provision(dir.join("auth")).map_err(NatsdError::Auth)?;
+                if tls {
+                    config.tls = Some(
+                        shoal_bus::tls::load_or_create(&auth.dir().join("tls"), &[])
+                            .map_err(|e| NatsdError::Spawn(std::io::Error::other(e.to_string())))?,
+                    );
+                }
                 config.auth = Some(auth);
-                Natsd::start(config).await
-            } else if identities {
-                let mut config =
-                    shoal_bus::natsd::NatsdConfig::new(shoal_bus::natsd::free_port()?, dir);
-                config.auth = Some(
-                    AuthDir::provision(dir.join("auth"))
-                        .map_err(shoal_bus::natsd::NatsdError::Auth)?,
-                );
-                config.monitor_port = Some(shoal_bus::natsd::free_port()?);
-                Natsd::start(config).await
-            } else {
-                let port = shoal_bus::natsd::free_port()?;
-                let mut config = shoal_bus::natsd::NatsdConfig::new(port, dir);
-                config.monitor_port = Some(shoal_bus::natsd::free_port()?);
-                Natsd::start(config).await
             }
+            Natsd::start(config).await
         })
         .context("starting nats-server")?;
     println!(
@@ -114,32 +101,17 @@ pub struct BusTraffic {
 
 impl BusTraffic {
     pub async fn read(natsd: &Natsd) -> Option<BusTraffic> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let port = natsd.config().monitor_port?;
-        let fetch = async {
-            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .ok()?;
-            stream
-                .write_all(b"GET /varz HTTP/1.0\r\nHost: localhost\r\n\r\n")
-                .await
-                .ok()?;
-            let mut body = Vec::new();
-            stream.read_to_end(&mut body).await.ok()?;
-            let text = String::from_utf8_lossy(&body);
-            let json: serde_json::Value =
-                serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()?;
-            let field = |name: &str| json.get(name).and_then(|v| v.as_u64()).unwrap_or(0);
-            Some(BusTraffic {
-                in_msgs: field("in_msgs"),
-                out_msgs: field("out_msgs"),
-                in_bytes: field("in_bytes"),
-                out_bytes: field("out_bytes"),
-            })
-        };
-        tokio::time::timeout(Duration::from_secs(3), fetch)
+        let varz = shoal_bus::natsd::fetch_monitor(&format!("127.0.0.1:{port}"), "/varz")
             .await
-            .ok()?
+            .ok()?;
+        let field = |name: &str| varz.get(name).and_then(|v| v.as_u64()).unwrap_or(0);
+        Some(BusTraffic {
+            in_msgs: field("in_msgs"),
+            out_msgs: field("out_msgs"),
+            in_bytes: field("in_bytes"),
+            out_bytes: field("out_bytes"),
+        })
     }
 
     /// `self - before`, per `per` (a pod), as one line.
