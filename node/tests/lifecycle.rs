@@ -341,3 +341,109 @@ fn exec_returns_output_and_exit_code() {
     )
     .is_success());
 }
+
+/// The pids in the cgroup (as the host sees it) of the process `pid`: its `pids`
+/// controller's under cgroup v1, its unified group's under v2.
+fn cgroup_members(pid: i32) -> Vec<i32> {
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let procs = own
+        .lines()
+        .find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let controllers: Vec<&str> = controllers.split(',').collect();
+            controllers
+                .contains(&"pids")
+                .then(|| format!("/sys/fs/cgroup/pids{path}/cgroup.procs"))
+        })
+        .or_else(|| {
+            let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+            Some(format!("/sys/fs/cgroup{path}/cgroup.procs"))
+        })
+        .expect("a pids or unified cgroup");
+    std::fs::read_to_string(&procs)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+}
+
+fn pid_namespace(pid: i32) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
+}
+
+/// The command an exec runs belongs to the container's cgroup, while the shim that reaps it
+/// does not. A shim in there was killed with the container, before it reaped its command:
+/// the command's zombie had no one to reap it, and the container's init could not finish
+/// exiting, so a container killed during a preStop hook or an exec probe outlived its
+/// SIGKILL (whether it did depended on which process the kill reached first).
+#[test]
+fn an_exec_shares_the_containers_cgroup_but_its_shim_does_not() {
+    let env = Env::new();
+    let sb = env.sandbox("killexec");
+    let c = env.run(&sb, "target", &["sleep", "1000"]);
+    let exec = |argv: &[&str], timeout: Duration| {
+        let request = shoal_node::ExecRequest::new(argv.iter().copied(), timeout);
+        env.rt.exec(&c.id, &request)
+    };
+    let init = env
+        .rt
+        .list_containers()
+        .unwrap()
+        .into_iter()
+        .find(|info| info.id == c.id)
+        .expect("the container is listed")
+        .pid;
+    std::thread::scope(|scope| {
+        let hanging = scope.spawn(|| {
+            exec(
+                &["sh", "-c", "touch /tmp/in-exec; sleep 600"],
+                Duration::from_secs(120),
+            )
+        });
+        poll_until(Duration::from_secs(10), || {
+            let r = exec(&["test", "-f", "/tmp/in-exec"], Duration::from_secs(5)).ok()?;
+            (r.exit_code == 0).then_some(())
+        })
+        .expect("the exec is running");
+        let members = cgroup_members(init);
+        let container_ns = pid_namespace(init).unwrap();
+        let strays: Vec<String> = members
+            .iter()
+            .filter(|&&pid| pid_namespace(pid).is_some_and(|ns| ns != container_ns))
+            .map(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                format!(
+                    "{pid} {}",
+                    String::from_utf8_lossy(&cmdline).replace('\0', " ")
+                )
+            })
+            .collect();
+        let t = Instant::now();
+        let st = env.rt.stop_container(&c.id, Duration::ZERO);
+        assert!(
+            matches!(
+                st,
+                Ok(ContainerState::Exited {
+                    signal: Some(9),
+                    ..
+                })
+            ),
+            "{st:?} after {:?}",
+            t.elapsed()
+        );
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        let _ = hanging
+            .join()
+            .expect("the exec returns once its container is gone");
+        // Judged after the stop, so a failure does not wait out the exec.
+        assert!(
+            members.iter().any(|&pid| pid != init),
+            "the exec's command is not in its container's cgroup: {members:?} (init {init})"
+        );
+        assert!(
+            strays.is_empty(),
+            "in the container's cgroup but not its pid namespace: {strays:?}"
+        );
+    });
+}

@@ -147,17 +147,12 @@ impl Worker {
         loop {
             let pod = pod_rx.borrow_and_update().clone();
             let Some(pod) = pod else {
-                self.teardown(None, Duration::from_secs(2)).await;
+                self.stop_containers(None, Duration::from_secs(2)).await;
+                self.remove_sandbox().await;
                 return;
             };
             if pod.metadata.deletion_timestamp.is_some() {
-                let grace = pod
-                    .metadata
-                    .deletion_grace_period_seconds
-                    .unwrap_or(0)
-                    .max(0);
-                self.teardown(Some(&pod), Duration::from_secs(grace as u64))
-                    .await;
+                self.terminate(&pod, &mut pod_rx).await;
                 self.confirm_deleted(&pod, &mut pod_rx).await;
                 return;
             }
@@ -838,10 +833,34 @@ impl Worker {
         }
     }
 
-    /// Stops every container and removes the sandbox: the app containers together, then
-    /// the sidecars one by one in reverse order, all within one grace period. Each runs its
-    /// preStop hook first; what the hook takes comes out of its grace.
-    async fn teardown(&mut self, pod: Option<&Pod>, grace: Duration) {
+    /// Tears a deleted pod down within its deletion's grace period, or sooner when the
+    /// deletion is shortened meanwhile: a second delete with a shorter grace period, or the
+    /// object removed outright (`shoal delete --force`). An operator forcing out a pod whose
+    /// shutdown hangs expects its containers gone, not running on for the rest of the grace
+    /// it started with. The stop in progress waits in blocking runtime calls, so it is not
+    /// cancelled but overtaken: the containers are killed beside it, which ends its waits.
+    async fn terminate(&mut self, pod: &Pod, pod_rx: &mut watch::Receiver<Option<Arc<Pod>>>) {
+        let grace = deletion_grace(pod);
+        let ids: Vec<String> = self
+            .init
+            .iter()
+            .chain(&self.app)
+            .filter_map(|t| t.id.clone())
+            .chain(self.adopted.values().map(|c| c.id.clone()))
+            .collect();
+        let ctx = self.ctx.clone();
+        let name = pod.metadata.name.clone();
+        tokio::select! {
+            _ = self.stop_containers(Some(pod), grace) => {}
+            _ = kill_when_cut_short(&ctx, &name, ids, grace, pod_rx) => {}
+        }
+        self.remove_sandbox().await;
+    }
+
+    /// Stops every container: the app containers together, then the sidecars one by one in
+    /// reverse order, all within one grace period. Each runs its preStop hook first; what
+    /// the hook takes comes out of its grace.
+    async fn stop_containers(&mut self, pod: Option<&Pod>, grace: Duration) {
         let deadline = Instant::now() + grace;
         let ctx = self.ctx.clone();
         let sandbox = self.sandbox.clone();
@@ -868,6 +887,10 @@ impl Worker {
             .drain()
             .map(|(_, c)| self.ctx.call(move |rt| rt.stop_container(&c.id, grace)));
         futures::future::join_all(adopted).await;
+    }
+
+    /// Once every container has stopped: ends the log shippers and removes the sandbox.
+    async fn remove_sandbox(&mut self) {
         // Only now: what a container writes while it stops (its SIGTERM handler, what its
         // preStop hook set off) is the log an operator wants most when a shutdown
         // misbehaves. A stopped shipper sends what is left in the file, then ends.
@@ -878,6 +901,63 @@ impl Worker {
             let id = sandbox.id.clone();
             if let Err(e) = self.ctx.call(move |rt| rt.remove_sandbox(&id)).await {
                 tracing::warn!(sandbox = %sandbox.id, error = %e, "removing sandbox failed; the orphan sweep will retry");
+            }
+        }
+    }
+}
+
+/// The grace period a deletion gave the pod.
+fn deletion_grace(pod: &Pod) -> Duration {
+    let seconds = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
+    Duration::from_secs(seconds.max(0) as u64)
+}
+
+/// Waits while a termination runs with the `grace` it started with; once the pod's deletion
+/// is shortened (a shorter grace period, or the pod removed), waits out what is left of the
+/// shorter one and kills every container. Never returns otherwise, so the stop in progress
+/// finishes first.
+async fn kill_when_cut_short(
+    ctx: &Arc<AgentCtx>,
+    pod: &str,
+    ids: Vec<String>,
+    grace: Duration,
+    pod_rx: &mut watch::Receiver<Option<Arc<Pod>>>,
+) {
+    let started = tokio::time::Instant::now();
+    let mut cut_to: Option<tokio::time::Instant> = None;
+    loop {
+        let until_cut = async {
+            match cut_to {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = pod_rx.changed() => {
+                // The agent is stopping: the stop in progress is left as it is.
+                if changed.is_err() {
+                    return std::future::pending().await;
+                }
+                let shorter = match pod_rx.borrow_and_update().as_deref() {
+                    None => Duration::ZERO,
+                    Some(p) => deletion_grace(p),
+                };
+                let now = tokio::time::Instant::now();
+                if now + shorter < cut_to.unwrap_or(started + grace) {
+                    tracing::info!(%pod, grace_seconds = shorter.as_secs(), "termination cut short");
+                    cut_to = Some(now + shorter);
+                }
+            }
+            _ = until_cut => break,
+        }
+    }
+    let kills = ids
+        .into_iter()
+        .map(|id| ctx.call(move |rt| rt.stop_container(&id, Duration::ZERO)));
+    for outcome in futures::future::join_all(kills).await {
+        if let Err(e) = outcome {
+            if !e.is_not_found() {
+                tracing::warn!(%pod, error = %e, "killing a container of a pod whose termination was cut short");
             }
         }
     }

@@ -136,6 +136,111 @@ async fn pre_stop_runs_before_sigterm_and_inside_the_grace_period() {
     node.stop().await;
 }
 
+async fn wait_removed(dir: &Path, what: &str, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while dir.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: its sandbox {} was still there after {limit:?}",
+            dir.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A second delete with a shorter grace period, or a forced one that removes the pod, cuts a
+/// termination in progress short, as kubectl users expect of `--grace-period=0 --force`:
+/// the containers are killed, not left running for the rest of the grace they started with.
+#[actix::test]
+async fn a_shorter_second_delete_cuts_a_termination_in_progress_short() {
+    let cluster = LocalCluster::start().await.unwrap();
+    push_busybox(&cluster).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::new(dir.path());
+    node.allow_host_path = vec![dir.path().to_path_buf()];
+    node.start(&cluster).await;
+    let api = cluster.api();
+    allow_privileged_pods(&api).await;
+    let out = host_dir(dir.path(), "out");
+
+    // Both take 120 s to stop: one ignores SIGTERM, the other's preStop hook never ends.
+    let stubborn = |name: &str, pre_stop: serde_json::Value| {
+        let log = format!("/out/{name}");
+        pod(
+            &node.name,
+            name,
+            serde_json::json!({
+                "terminationGracePeriodSeconds": 120,
+                "volumes": [{"name": "out", "hostPath": {"path": out.to_str().unwrap()}}],
+                "containers": [{"name": "app", "image": IMAGE,
+                    "command": ["sh", "-c", format!("trap 'echo TERM >> {log}' TERM; echo started >> {log}; while true; do sleep 0.1; done")],
+                    "volumeMounts": [{"name": "out", "mountPath": "/out"}],
+                    "lifecycle": pre_stop}]
+            }),
+        )
+    };
+    let hanging_hook = serde_json::json!({"preStop": {"exec": {"command":
+        ["sh", "-c", "echo preStop >> /out/hooked; sleep 600"]}}});
+    api.create(&stubborn("deaf", serde_json::Value::Null))
+        .await
+        .unwrap();
+    api.create(&stubborn("hooked", hanging_hook)).await.unwrap();
+    let mut sandboxes = Vec::new();
+    for name in ["deaf", "hooked"] {
+        let running = wait_pod(&api, name, "Running", |p| {
+            p.status.phase == "Running" && lines(&out.join(name)) == ["started"]
+        })
+        .await;
+        let sandbox = node.state.join("sandboxes").join(&running.metadata.uid);
+        assert!(sandbox.is_dir(), "no sandbox at {}", sandbox.display());
+        sandboxes.push(sandbox);
+        api.delete::<Pod>(&DeleteOptions {
+            name: name.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    wait_pod(&api, "deaf", "sent SIGTERM", |_| {
+        lines(&out.join("deaf")) == ["started", "TERM"]
+    })
+    .await;
+    wait_pod(&api, "hooked", "in its preStop hook", |_| {
+        lines(&out.join("hooked")) == ["started", "preStop"]
+    })
+    .await;
+
+    // Two seconds instead of 120: the node kills the container then, confirms, and the pod
+    // goes.
+    api.delete::<Pod>(&DeleteOptions {
+        name: "deaf".into(),
+        grace_period_seconds: Some(2),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // Forced: the pod goes at once, and its node kills the container without waiting for
+    // the hook.
+    api.delete::<Pod>(&DeleteOptions {
+        name: "hooked".into(),
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    wait_removed(&sandboxes[1], "the forced pod", Duration::from_secs(20)).await;
+    wait_removed(
+        &sandboxes[0],
+        "the pod shortened to 2 s",
+        Duration::from_secs(20),
+    )
+    .await;
+    wait_gone(&api, "deaf", Duration::from_secs(20)).await;
+    assert!(api.get::<Pod>("default", "hooked").await.is_err());
+
+    node.stop().await;
+}
+
 #[actix::test]
 async fn a_failing_post_start_kills_and_restarts_the_container() {
     let (cluster, _dir, mut node) = one_node().await;

@@ -26,9 +26,35 @@ pub(super) fn exec(spec: &ExecSpec) -> Reply {
     }
 }
 
-/// Joins the running container's cgroup and ipc/uts/net/pid/mnt namespaces: the next
-/// child forked runs inside it (the pid namespace applies to children only).
-pub(super) fn enter_container(spec: &ExecSpec) -> Result<(), StepError> {
+/// The running container's cgroups, opened while the shim still sees the host's cgroup
+/// filesystem; the forked command joins them itself ([`ContainerCgroups::join`]).
+///
+/// The shim stays outside them on purpose. Killing a container SIGKILLs every process in
+/// its cgroup; a shim in there would die before reaping its command, whose zombie then
+/// passes to the node agent (a subreaper that reaps only its monitors). A pid namespace's
+/// init cannot finish exiting while a process of its namespace is unreaped, so the
+/// container would outlive its SIGKILL, and a pod killed during an exec probe or a preStop
+/// hook would hang in termination.
+pub(super) struct ContainerCgroups(Vec<(File, std::path::PathBuf)>);
+
+impl ContainerCgroups {
+    /// Moves the calling process into the container's cgroups: called by the forked
+    /// command before it runs anything.
+    pub(super) fn join(&self) -> Result<(), StepError> {
+        use std::io::Write;
+        for (file, path) in &self.0 {
+            (&*file)
+                .write_all(b"0")
+                .map_err(|e| StepError::io("cgroup", &e, path.display().to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Joins the running container's ipc/uts/net/pid/mnt namespaces (the next child forked
+/// runs inside them: the pid namespace applies to children only) and opens its cgroups for
+/// that child to join.
+pub(super) fn enter_container(spec: &ExecSpec) -> Result<ContainerCgroups, StepError> {
     if !crate::util::process_alive(spec.pid, spec.start_time) {
         return Err(StepError::new("exec", "container is not running"));
     }
@@ -46,24 +72,29 @@ pub(super) fn enter_container(spec: &ExecSpec) -> Result<(), StepError> {
         let f = namespaces::open(std::path::Path::new(&p), "join namespace")?;
         ns.push((f, flag, name));
     }
+    let mut cgroups = Vec::new();
     for f in &spec.cgroup_procs {
-        std::fs::write(f, "0").map_err(|e| StepError::io("cgroup", &e, f.display().to_string()))?;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(f)
+            .map_err(|e| StepError::io("cgroup", &e, f.display().to_string()))?;
+        cgroups.push((file, f.clone()));
     }
     for (f, flag, name) in &ns {
         namespaces::join(f, *flag, "join namespace", *name)?;
     }
-    Ok(())
+    Ok(ContainerCgroups(cgroups))
 }
 
 fn run(spec: &ExecSpec) -> Result<ExecReply, StepError> {
-    enter_container(spec)?;
+    let cgroups = enter_container(spec)?;
     let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| StepError::sys("exec", e, "pipe2"))?;
     let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| StepError::sys("exec", e, "pipe2"))?;
     let (rep_r, rep_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| StepError::sys("exec", e, "pipe2"))?;
     let child = match sys::fork().map_err(|e| StepError::sys("exec", e, "fork"))? {
         Forked::Child => {
             drop((out_r, err_r, rep_r));
-            let e = match child(spec, out_w, err_w) {
+            let e = match child(spec, &cgroups, out_w, err_w) {
                 Ok(never) => match never {},
                 Err(e) => e,
             };
@@ -184,7 +215,13 @@ fn collect(
     Ok((status, out, err, timed_out))
 }
 
-fn child(spec: &ExecSpec, out_w: OwnedFd, err_w: OwnedFd) -> Result<Infallible, StepError> {
+fn child(
+    spec: &ExecSpec,
+    cgroups: &ContainerCgroups,
+    out_w: OwnedFd,
+    err_w: OwnedFd,
+) -> Result<Infallible, StepError> {
+    cgroups.join()?;
     // Die with the shim (e.g. the runtime kills it on its own timeout). The
     // usual getppid() re-check after prctl does not work here: our parent is
     // outside the container's pid namespace, so getppid() is 0 either way.

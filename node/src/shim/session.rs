@@ -8,7 +8,7 @@
 //! message from the caller, or the socket closing (the caller ended the session, or died),
 //! kills the command's whole process group: a session never outlives whoever holds it.
 
-use super::exec::{enter_container, exec_command};
+use super::exec::{enter_container, exec_command, ContainerCgroups};
 use super::{send, PipeMsg, SessionEvent, SessionSpec};
 use crate::error::StepError;
 use crate::sys::{self, Forked};
@@ -65,12 +65,12 @@ fn report(control: &OwnedFd, event: &SessionEvent) {
 /// Forks the command inside the container; returns its pid (in the shim's pid namespace)
 /// once it has exec'd.
 fn start(spec: &SessionSpec) -> Result<i32, StepError> {
-    enter_container(&spec.exec)?;
+    let cgroups = enter_container(&spec.exec)?;
     let (rep_r, rep_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| StepError::sys("exec", e, "pipe2"))?;
     let child = match sys::fork().map_err(|e| StepError::sys("exec", e, "fork"))? {
         Forked::Child => {
             drop(rep_r);
-            let e = match child(spec) {
+            let e = match child(spec, &cgroups) {
                 Ok(never) => match never {},
                 Err(e) => e,
             };
@@ -94,7 +94,8 @@ fn start(spec: &SessionSpec) -> Result<i32, StepError> {
     Ok(child)
 }
 
-fn child(spec: &SessionSpec) -> Result<Infallible, StepError> {
+fn child(spec: &SessionSpec, cgroups: &ContainerCgroups) -> Result<Infallible, StepError> {
+    cgroups.join()?;
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|e| StepError::sys("exec", e, "pdeathsig"))?;
     // A session of its own: its process group is what the shim kills at the end, and a

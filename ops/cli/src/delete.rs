@@ -113,7 +113,7 @@ pub async fn run(session: &Session, args: DeleteArgs) -> Result<i32> {
         }
     }
     if args.force {
-        eprintln!("warning: --force removes the objects without waiting for their nodes to stop what they run: a pod's containers may still be running for a while");
+        eprintln!("warning: --force removes the objects without waiting for their nodes to stop what they run: a pod's containers run on until its node sees the pod gone (at once if it is up, not while it is unreachable)");
     }
     let mut ok = true;
     for (info, ns, name) in targets {
