@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+use tracing::instrument::WithSubscriber;
 
 use bus_schemas::roles::Role;
 
@@ -429,7 +430,13 @@ impl Natsd {
         let start = Instant::now();
         loop {
             let options = auth.apply(async_nats::ConnectOptions::new());
-            if options.connect(self.url()).await.is_ok() {
+            // Until the server has read its new configuration the identity is refused, and
+            // the client library logs each refusal as an ERROR: expected here, and not for
+            // an operator's eyes (the benchmarks printed them at every start).
+            let attempt = options
+                .connect(self.url())
+                .with_subscriber(tracing::subscriber::NoSubscriber::default());
+            if attempt.await.is_ok() {
                 return Ok(());
             }
             if start.elapsed() > RELOAD_WITHIN {

@@ -344,3 +344,71 @@ async fn a_fleet_of_nodes_is_admitted_by_one_reload_each_confined_to_itself() {
     let single = natsd.creds(&roles[3]).await.unwrap();
     assert_eq!(single.public_key(), creds[3].public_key());
 }
+
+/// What was logged at ERROR on this thread while `work` ran.
+async fn errors_logged_during<T>(work: impl std::future::Future<Output = T>) -> (T, String) {
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::ERROR)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    // The test's runtime runs every task on this thread, spawned ones included.
+    let guard = tracing::subscriber::set_default(subscriber);
+    let out = work.await;
+    drop(guard);
+    let text = String::from_utf8_lossy(&captured.0.lock().unwrap()).to_string();
+    (out, text)
+}
+
+/// Issuing an identity waits until the reloaded server admits it, trying to connect with
+/// it meanwhile. Those refusals are expected; the client library logs each one as an
+/// ERROR ("authorization violation"), which the benchmarks (`bench_scheduling --tls` among
+/// them) printed at every start, as if something were wrong.
+#[tokio::test]
+async fn admitting_a_new_identity_logs_no_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let natsd = cluster(dir.path()).await;
+    let (issued, errors) = errors_logged_during(async {
+        let mut issued = Vec::new();
+        for i in 0..5 {
+            issued.push(
+                natsd
+                    .creds(&Role::Node(format!("quiet-{i}")))
+                    .await
+                    .unwrap(),
+            );
+        }
+        issued.push(
+            natsd
+                .creds_many(&[Role::Node("quiet-fleet".into())])
+                .await
+                .unwrap()
+                .remove(0),
+        );
+        issued
+    })
+    .await;
+    assert!(
+        errors.is_empty(),
+        "logged while admitting identities:\n{errors}"
+    );
+    // Each was admitted all the same.
+    for auth in &issued {
+        shoal_bus::connect(&natsd.url(), "admitted", auth)
+            .await
+            .expect("admitted");
+    }
+}
