@@ -385,6 +385,14 @@ pub struct DeleteArgs {
     /// Do not fail when the object does not exist.
     #[arg(long)]
     pub ignore_not_found: bool,
+    /// Return only once the objects are gone: their finalizers done, their pods' containers
+    /// stopped by their nodes. kubectl waits by default; shoal returns at once unless asked
+    /// (`--wait`, `--wait=true`).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub wait: bool,
+    /// With --wait: give up after this long (e.g. 90s, 5m; 0 waits forever).
+    #[arg(long, default_value = "0s")]
+    pub timeout: String,
 }
 
 #[derive(Args, Debug)]

@@ -1,6 +1,8 @@
 //! `shoal delete KIND NAME…`, `-f FILE`, `-l SELECTOR`, with `--cascade`.
 
-use anyhow::{bail, Result};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
 use bus_schemas::api::{DeleteOptions, ListOptions};
 use bus_schemas::subjects::Verb;
 use bus_schemas::KindInfo;
@@ -10,6 +12,8 @@ use crate::cli::DeleteArgs;
 use crate::kinds;
 use crate::output;
 use crate::remote::Session;
+use crate::rollout::{parse_timeout, POLL};
+use serde_json::Value;
 
 fn propagation(cascade: &str) -> Result<&'static str> {
     Ok(match cascade {
@@ -20,13 +24,36 @@ fn propagation(cascade: &str) -> Result<&'static str> {
     })
 }
 
+/// A deleted object still to be waited for: it is gone when its name is free or holds
+/// another object (a new one, with another uid).
+struct Deleted {
+    info: &'static KindInfo,
+    namespace: String,
+    name: String,
+    uid: String,
+}
+
+impl Deleted {
+    fn label(&self) -> String {
+        format!("{}/{}", self.info.singular(), self.name)
+    }
+}
+
+enum Outcome {
+    Deleted(Deleted),
+    /// Not there, and `--ignore-not-found` said that is fine.
+    Absent,
+    /// Refused, and said why.
+    Refused,
+}
+
 async fn delete_one(
     session: &Session,
-    info: &KindInfo,
+    info: &'static KindInfo,
     namespace: &str,
     name: &str,
     args: &DeleteArgs,
-) -> Result<bool> {
+) -> Result<Outcome> {
     let options = DeleteOptions {
         namespace: namespace.to_string(),
         name: name.to_string(),
@@ -36,17 +63,99 @@ async fn delete_one(
     };
     let span = tracing::info_span!("cli.delete", kind = info.kind, namespace, name);
     match tracing::Instrument::instrument(session.call(info, Verb::Delete, &options), span).await {
-        Ok(_) => {
+        Ok(object) => {
             println!("{} {:?} deleted", info.singular(), name);
-            Ok(true)
+            let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
+            Ok(Outcome::Deleted(Deleted {
+                info,
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                uid: uid.to_string(),
+            }))
         }
-        Err(e) if e.is_not_found() && args.ignore_not_found => Ok(true),
+        Err(e) if e.is_not_found() && args.ignore_not_found => Ok(Outcome::Absent),
         Err(e) => {
             eprintln!("error: {e}");
-            Ok(false)
+            Ok(Outcome::Refused)
         }
     }
 }
+
+/// Whether the object is still there: the same uid under its name.
+async fn still_there(session: &Session, deleted: &Deleted) -> Result<Option<Value>> {
+    match session
+        .get(deleted.info, &deleted.namespace, &deleted.name)
+        .await
+    {
+        Ok(object) if object["metadata"]["uid"].as_str() == Some(deleted.uid.as_str()) => {
+            Ok(Some(object))
+        }
+        Ok(_) => Ok(None),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What holds an object back, for the progress line: its finalizers, or its grace period.
+fn holding(object: &Value) -> String {
+    let meta = &object["metadata"];
+    let finalizers: Vec<&str> = meta["finalizers"]
+        .as_array()
+        .map(|f| f.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if finalizers == ["foregroundDeletion"] {
+        return "its dependents are deleted first (--cascade=foreground)".to_string();
+    }
+    if !finalizers.is_empty() {
+        return format!("finalizers hold it: {}", finalizers.join(", "));
+    }
+    match meta["deletionGracePeriodSeconds"].as_i64() {
+        Some(grace) if grace > 0 => {
+            format!("its node is stopping it (grace period {grace} s; --force removes it now)")
+        }
+        _ => "it is being removed".to_string(),
+    }
+}
+
+/// Waits until every deleted object is gone, saying every few seconds what it waits for.
+async fn wait_gone(
+    session: &Session,
+    mut pending: Vec<Deleted>,
+    timeout: Option<Duration>,
+) -> Result<bool> {
+    let start = tokio::time::Instant::now();
+    let mut last_report = start;
+    loop {
+        let mut left = Vec::new();
+        let mut holds = Vec::new();
+        for deleted in pending {
+            if let Some(object) = still_there(session, &deleted).await? {
+                holds.push(format!("{}: {}", deleted.label(), holding(&object)));
+                left.push(deleted);
+            }
+        }
+        pending = left;
+        if pending.is_empty() {
+            return Ok(true);
+        }
+        let waited = start.elapsed();
+        if timeout.is_some_and(|limit| waited >= limit) {
+            eprintln!(
+                "error: timed out after {} s waiting for the deletion of {}",
+                waited.as_secs(),
+                holds.join("; ")
+            );
+            return Ok(false);
+        }
+        if last_report.elapsed() >= REPORT_EVERY {
+            last_report = tokio::time::Instant::now();
+            eprintln!("waiting ({} s): {}", waited.as_secs(), holds.join("; "));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+const REPORT_EVERY: Duration = Duration::from_secs(5);
 
 pub async fn run(session: &Session, args: DeleteArgs) -> Result<i32> {
     propagation(&args.cascade)?;
@@ -115,9 +224,18 @@ pub async fn run(session: &Session, args: DeleteArgs) -> Result<i32> {
     if args.force {
         eprintln!("warning: --force removes the objects without waiting for their nodes to stop what they run: a pod's containers run on until its node sees the pod gone (at once if it is up, not while it is unreachable)");
     }
+    let timeout = parse_timeout(&args.timeout).context("--timeout")?;
     let mut ok = true;
+    let mut pending = Vec::new();
     for (info, ns, name) in targets {
-        ok &= delete_one(session, info, &ns, &name, &args).await?;
+        match delete_one(session, info, &ns, &name, &args).await? {
+            Outcome::Deleted(deleted) => pending.push(deleted),
+            Outcome::Absent => {}
+            Outcome::Refused => ok = false,
+        }
+    }
+    if args.wait && !pending.is_empty() {
+        ok &= wait_gone(session, pending, timeout).await?;
     }
     Ok(if ok { 0 } else { 1 })
 }

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::{Deployment, Pod};
 use shoal_api::local::{eventually, LocalCluster};
 
@@ -297,5 +298,73 @@ async fn delete_force_removes_a_bound_pod_without_waiting_for_its_node() {
     assert!(
         matches!(&gone, Err(e) if e.is_not_found()),
         "removed at once: {gone:?}"
+    );
+}
+
+/// `--wait` (kubectl's default) returns once the object is gone, not when the API accepted
+/// the delete; with `--timeout` it gives up, says what holds the object back and fails.
+#[actix::test]
+async fn delete_wait_returns_once_the_pod_is_gone_and_says_what_holds_it() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pod_yaml = write(&dir, "pod.yaml", POD);
+    succeeds(&cluster, &["apply", "-f", &pod_yaml]).await;
+    bind(&cluster, "solo", "node-1").await;
+
+    // No agent runs node-1, so nobody confirms the pod stopped: it stays Terminating.
+    let out = shoal(
+        &cluster,
+        &["delete", "po", "solo", "--wait", "--timeout", "2s"],
+    )
+    .await;
+    assert!(!out.ok, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("timed out after 2 s waiting for the deletion of pod/solo: its node is stopping it (grace period 30 s; --force removes it now)"),
+        "{}",
+        out.stderr
+    );
+    let terminating: Pod = cluster.api().get("default", "solo").await.unwrap();
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    succeeds(&cluster, &["delete", "po", "solo", "--force"]).await;
+
+    // A pod the node confirms once the CLI's delete has landed: the CLI returns after that.
+    succeeds(&cluster, &["apply", "-f", &pod_yaml]).await;
+    bind(&cluster, "solo", "node-1").await;
+    let api = cluster.api();
+    let node = async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let pod: Pod = api.get("default", "solo").await.unwrap();
+            if pod.metadata.deletion_timestamp.is_some() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the CLI never deleted the pod"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        api.delete::<Pod>(&DeleteOptions {
+            name: "solo".into(),
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        tokio::time::Instant::now()
+    };
+    let cli = async {
+        let out = shoal(
+            &cluster,
+            &["delete", "po", "solo", "--wait", "--timeout", "60s"],
+        )
+        .await;
+        (out, tokio::time::Instant::now())
+    };
+    let (confirmed_at, (out, returned_at)) = tokio::join!(node, cli);
+    assert!(out.ok, "{}", out.stderr);
+    assert!(
+        returned_at >= confirmed_at,
+        "the CLI returned before the node confirmed the deletion"
     );
 }
