@@ -64,16 +64,23 @@ fn host_dir(dir: &Path, name: &str) -> std::path::PathBuf {
     out
 }
 
-#[actix::test]
-async fn pre_stop_runs_before_sigterm_and_inside_the_grace_period() {
+/// A cluster with the busybox image and one node whose pods may mount the returned
+/// directory (privileged pods allowed), where containers write what happened to them.
+async fn node_with_host_dir() -> (LocalCluster, tempfile::TempDir, Node) {
     let cluster = LocalCluster::start().await.unwrap();
     push_busybox(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node::new(dir.path());
     node.allow_host_path = vec![dir.path().to_path_buf()];
     node.start(&cluster).await;
+    allow_privileged_pods(&cluster.api()).await;
+    (cluster, dir, node)
+}
+
+#[actix::test]
+async fn pre_stop_runs_before_sigterm_and_inside_the_grace_period() {
+    let (cluster, dir, mut node) = node_with_host_dir().await;
     let api = cluster.api();
-    allow_privileged_pods(&api).await;
     let out = host_dir(dir.path(), "out");
     let order = out.join("order");
 
@@ -153,14 +160,8 @@ async fn wait_removed(dir: &Path, what: &str, limit: Duration) {
 /// the containers are killed, not left running for the rest of the grace they started with.
 #[actix::test]
 async fn a_shorter_second_delete_cuts_a_termination_in_progress_short() {
-    let cluster = LocalCluster::start().await.unwrap();
-    push_busybox(&cluster).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = Node::new(dir.path());
-    node.allow_host_path = vec![dir.path().to_path_buf()];
-    node.start(&cluster).await;
+    let (cluster, dir, mut node) = node_with_host_dir().await;
     let api = cluster.api();
-    allow_privileged_pods(&api).await;
     let out = host_dir(dir.path(), "out");
 
     // Both take 120 s to stop: one ignores SIGTERM, the other's preStop hook never ends.
@@ -329,14 +330,8 @@ async fn termination_messages_come_from_the_file_or_the_log() {
 
 #[actix::test]
 async fn a_sidecar_runs_beside_the_main_container_and_stops_after_it() {
-    let cluster = LocalCluster::start().await.unwrap();
-    push_busybox(&cluster).await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut node = Node::new(dir.path());
-    node.allow_host_path = vec![dir.path().to_path_buf()];
-    node.start(&cluster).await;
+    let (cluster, dir, mut node) = node_with_host_dir().await;
     let api = cluster.api();
-    allow_privileged_pods(&api).await;
     let out = host_dir(dir.path(), "out");
     let order = out.join("order");
     let mount = serde_json::json!([{"name": "out", "mountPath": "/out"}]);
