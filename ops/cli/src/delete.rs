@@ -104,16 +104,16 @@ fn holding(object: &Value) -> String {
         .map(|f| f.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     if finalizers == ["foregroundDeletion"] {
-        return "its dependents are deleted first (--cascade=foreground)".to_string();
+        return "dependents are deleted first (--cascade=foreground)".to_string();
     }
     if !finalizers.is_empty() {
-        return format!("finalizers hold it: {}", finalizers.join(", "));
+        return format!("held by finalizers: {}", finalizers.join(", "));
     }
     match meta["deletionGracePeriodSeconds"].as_i64() {
         Some(grace) if grace > 0 => {
-            format!("its node is stopping it (grace period {grace} s; --force removes it now)")
+            format!("the node is still stopping the containers (grace period {grace} s; --force removes at once)")
         }
-        _ => "it is being removed".to_string(),
+        _ => "being removed".to_string(),
     }
 }
 
@@ -127,10 +127,14 @@ async fn wait_gone(
     let mut last_report = start;
     loop {
         let mut left = Vec::new();
-        let mut holds = Vec::new();
+        // Objects held back for the same reason share one line: a ReplicaSet's pods do.
+        let mut holds: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         for deleted in pending {
             if let Some(object) = still_there(session, &deleted).await? {
-                holds.push(format!("{}: {}", deleted.label(), holding(&object)));
+                holds
+                    .entry(holding(&object))
+                    .or_default()
+                    .push(deleted.label());
                 left.push(deleted);
             }
         }
@@ -138,6 +142,10 @@ async fn wait_gone(
         if pending.is_empty() {
             return Ok(true);
         }
+        let holds: Vec<String> = holds
+            .into_iter()
+            .map(|(reason, labels)| format!("{}: {reason}", labels.join(", ")))
+            .collect();
         let waited = start.elapsed();
         if timeout.is_some_and(|limit| waited >= limit) {
             eprintln!(

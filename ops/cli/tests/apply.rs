@@ -319,7 +319,7 @@ async fn delete_wait_returns_once_the_pod_is_gone_and_says_what_holds_it() {
     .await;
     assert!(!out.ok, "{}", out.stdout);
     assert!(
-        out.stderr.contains("timed out after 2 s waiting for the deletion of pod/solo: its node is stopping it (grace period 30 s; --force removes it now)"),
+        out.stderr.contains("timed out after 2 s waiting for the deletion of pod/solo: the node is still stopping the containers (grace period 30 s; --force removes at once)"),
         "{}",
         out.stderr
     );
