@@ -222,7 +222,6 @@ pub fn free_port() -> Result<u16, NatsdError> {
     Ok(listener.local_addr().map_err(NatsdError::NoPort)?.port())
 }
 
-/// How often a server pings a silent client, and how many unanswered pings close it.
 /// How long each step of a monitoring request (connect, then the whole answer) may take.
 const MONITOR_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -252,6 +251,7 @@ pub async fn fetch_monitor(hostport: &str, path: &str) -> std::io::Result<serde_
     serde_json::from_str(json).map_err(std::io::Error::other)
 }
 
+/// How often a server pings a silent client, and how many unanswered pings close it.
 const CLIENT_PING_INTERVAL: Duration = Duration::from_secs(2);
 const CLIENT_PING_MAX: u32 = 2;
 

@@ -5,9 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use bus_schemas::api::DeleteOptions;
 use bus_schemas::kinds::Pod;
-use common::{container, one_node, pod, push_busybox, wait_pod, Node};
+use common::{container, delete_pod, one_node, pod, push_busybox, wait_pod, Node};
 use shoal_node::LinuxRuntime;
 
 #[actix::test]
@@ -126,13 +125,7 @@ async fn pods_run_report_status_restart_and_terminate() {
     );
 
     // Graceful deletion: the pod goes away once its containers are stopped.
-    api.delete::<Pod>(&DeleteOptions {
-        name: "web".into(),
-        grace_period_seconds: Some(1),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    delete_pod(&api, "web", Some(1)).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while api.get::<Pod>("default", "web").await.is_ok() {
         assert!(
@@ -205,13 +198,7 @@ async fn a_restarted_agent_re_adopts_running_containers() {
     assert_eq!(c.restart_count, 0);
     assert_eq!(c.state.running, started_before);
 
-    api.delete::<Pod>(&DeleteOptions {
-        name: "steady".into(),
-        grace_period_seconds: Some(0),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    delete_pod(&api, "steady", Some(0)).await;
     node.stop().await;
 }
 
@@ -250,14 +237,7 @@ async fn the_agent_lists_what_its_runtime_really_holds() {
         "{sandbox:?}"
     );
 
-    api.delete::<Pod>(&DeleteOptions {
-        namespace: "default".into(),
-        name: "listed".into(),
-        grace_period_seconds: Some(0),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    delete_pod(&api, "listed", Some(0)).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
     loop {
         let held = shoal_bus::inspect::node_containers(&cluster.nats, &n, Duration::from_secs(10))

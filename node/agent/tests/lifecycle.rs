@@ -8,9 +8,11 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use bus_schemas::api::{DeleteOptions, ListOptions};
+use bus_schemas::api::ListOptions;
 use bus_schemas::kinds::{Event, Pod};
-use common::{allow_privileged_pods, container, one_node, pod, push_busybox, wait_pod, Node};
+use common::{
+    allow_privileged_pods, container, delete_pod, one_node, pod, push_busybox, wait_pod, Node,
+};
 use shoal_api::local::LocalCluster;
 use shoal_bus::ApiClient;
 
@@ -103,12 +105,7 @@ async fn pre_stop_runs_before_sigterm_and_inside_the_grace_period() {
         p.status.phase == "Running" && lines(&order) == ["started"]
     })
     .await;
-    api.delete::<Pod>(&DeleteOptions {
-        name: "graceful".into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    delete_pod(&api, "graceful", None).await;
     wait_gone(&api, "graceful", Duration::from_secs(30)).await;
     // The TERM marker proves the trap ran: no SIGKILL came first.
     assert_eq!(
@@ -128,12 +125,7 @@ async fn pre_stop_runs_before_sigterm_and_inside_the_grace_period() {
         p.status.phase == "Running" && lines(&order) == ["started"]
     })
     .await;
-    api.delete::<Pod>(&DeleteOptions {
-        name: "impatient".into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    delete_pod(&api, "impatient", None).await;
     wait_gone(&api, "impatient", Duration::from_secs(30)).await;
     assert_eq!(lines(&order), ["started", "preStop", "TERM"]);
     let event = wait_event(&api, "impatient", "FailedPreStopHook").await;
@@ -195,12 +187,7 @@ async fn a_shorter_second_delete_cuts_a_termination_in_progress_short() {
         let sandbox = node.state.join("sandboxes").join(&running.metadata.uid);
         assert!(sandbox.is_dir(), "no sandbox at {}", sandbox.display());
         sandboxes.push(sandbox);
-        api.delete::<Pod>(&DeleteOptions {
-            name: name.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        delete_pod(&api, name, None).await;
     }
     wait_pod(&api, "deaf", "sent SIGTERM", |_| {
         lines(&out.join("deaf")) == ["started", "TERM"]
@@ -213,22 +200,10 @@ async fn a_shorter_second_delete_cuts_a_termination_in_progress_short() {
 
     // Two seconds instead of 120: the node kills the container then, confirms, and the pod
     // goes.
-    api.delete::<Pod>(&DeleteOptions {
-        name: "deaf".into(),
-        grace_period_seconds: Some(2),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    delete_pod(&api, "deaf", Some(2)).await;
     // Forced: the pod goes at once, and its node kills the container without waiting for
     // the hook.
-    api.delete::<Pod>(&DeleteOptions {
-        name: "hooked".into(),
-        grace_period_seconds: Some(0),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    delete_pod(&api, "hooked", Some(0)).await;
     wait_removed(&sandboxes[1], "the forced pod", Duration::from_secs(20)).await;
     wait_removed(
         &sandboxes[0],

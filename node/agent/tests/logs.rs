@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::pull::OrderedConfig;
 use async_nats::jetstream::consumer::DeliverPolicy;
 use bus_schemas::subjects;
-use common::{one_node, pod, wait_pod};
+use common::{delete_pod, one_node, pod, wait_pod};
 use futures::StreamExt;
 use shoal_api::local::eventually;
 
@@ -112,13 +112,7 @@ async fn lines_written_while_a_container_stops_are_published() {
     )
     .await;
 
-    api.delete::<bus_schemas::kinds::Pod>(&bus_schemas::api::DeleteOptions {
-        namespace: "default".into(),
-        name: "stopper".into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    delete_pod(&api, "stopper", None).await;
     eventually(
         "the lines it wrote while stopping",
         Duration::from_secs(30),

@@ -1,5 +1,6 @@
 //! `shoal delete KIND NAME…`, `-f FILE`, `-l SELECTOR`, with `--cascade`.
 
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -81,19 +82,47 @@ async fn delete_one(
     }
 }
 
-/// Whether the object is still there: the same uid under its name.
-async fn still_there(session: &Session, deleted: &Deleted) -> Result<Option<Value>> {
-    match session
-        .get(deleted.info, &deleted.namespace, &deleted.name)
-        .await
-    {
-        Ok(object) if object["metadata"]["uid"].as_str() == Some(deleted.uid.as_str()) => {
-            Ok(Some(object))
-        }
-        Ok(_) => Ok(None),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e.into()),
+/// Each pending object as it still is (the same uid under its name), or None once gone.
+/// Objects of one kind and namespace are read with one list, so waiting for a selector's
+/// hundreds of pods costs one request a poll, not one per pod; an object alone is read
+/// with a get, which costs less than listing its namespace.
+async fn still_there(session: &Session, pending: &[Deleted]) -> Result<Vec<Option<Value>>> {
+    let mut groups: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for (i, deleted) in pending.iter().enumerate() {
+        groups
+            .entry((deleted.info.kind, deleted.namespace.as_str()))
+            .or_default()
+            .push(i);
     }
+    let mut found = vec![None; pending.len()];
+    for indices in groups.into_values() {
+        let objects = if let [only] = indices[..] {
+            let deleted = &pending[only];
+            match session
+                .get(deleted.info, &deleted.namespace, &deleted.name)
+                .await
+            {
+                Ok(object) => vec![object],
+                Err(e) if e.is_not_found() => Vec::new(),
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            let first = &pending[indices[0]];
+            let options = ListOptions {
+                namespace: first.namespace.clone(),
+                ..Default::default()
+            };
+            session.list(first.info, &options).await?.0
+        };
+        let mut by_uid: HashMap<String, Value> = objects
+            .into_iter()
+            .filter_map(|object| Some((object["metadata"]["uid"].as_str()?.to_string(), object)))
+            .collect();
+        for i in indices {
+            found[i] = by_uid.remove(&pending[i].uid);
+        }
+    }
+    Ok(found)
 }
 
 /// What holds an object back, for the progress line: its finalizers, or its grace period.
@@ -126,11 +155,12 @@ async fn wait_gone(
     let start = tokio::time::Instant::now();
     let mut last_report = start;
     loop {
+        let found = still_there(session, &pending).await?;
         let mut left = Vec::new();
         // Objects held back for the same reason share one line: a ReplicaSet's pods do.
-        let mut holds: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-        for deleted in pending {
-            if let Some(object) = still_there(session, &deleted).await? {
+        let mut holds: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (deleted, object) in pending.into_iter().zip(found) {
+            if let Some(object) = object {
                 holds
                     .entry(holding(&object))
                     .or_default()

@@ -44,6 +44,15 @@ async fn bind(cluster: &LocalCluster, pod: &str, node: &str) {
     scheduler.update(&bound).await.unwrap();
 }
 
+/// Applies [`POD`] (`solo`) with the CLI and binds it to a node no agent runs, so a delete
+/// leaves it Terminating until someone confirms for the node.
+async fn apply_bound_solo(cluster: &LocalCluster) {
+    let dir = tempfile::tempdir().unwrap();
+    let pod_yaml = write(&dir, "pod.yaml", POD);
+    succeeds(cluster, &["apply", "-f", &pod_yaml]).await;
+    bind(cluster, "solo", "node-1").await;
+}
+
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
     let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
@@ -279,10 +288,7 @@ async fn pod_security_warnings_and_refusals_reach_the_terminal() {
 #[actix::test]
 async fn delete_force_removes_a_bound_pod_without_waiting_for_its_node() {
     let cluster = LocalCluster::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let pod_yaml = write(&dir, "pod.yaml", POD);
-    succeeds(&cluster, &["apply", "-f", &pod_yaml]).await;
-    bind(&cluster, "solo", "node-1").await;
+    apply_bound_solo(&cluster).await;
 
     succeeds(&cluster, &["delete", "po", "solo"]).await;
     let terminating: Pod = cluster.api().get("default", "solo").await.unwrap();
@@ -306,10 +312,7 @@ async fn delete_force_removes_a_bound_pod_without_waiting_for_its_node() {
 #[actix::test]
 async fn delete_wait_returns_once_the_pod_is_gone_and_says_what_holds_it() {
     let cluster = LocalCluster::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let pod_yaml = write(&dir, "pod.yaml", POD);
-    succeeds(&cluster, &["apply", "-f", &pod_yaml]).await;
-    bind(&cluster, "solo", "node-1").await;
+    apply_bound_solo(&cluster).await;
 
     // No agent runs node-1, so nobody confirms the pod stopped: it stays Terminating.
     let out = shoal(
@@ -328,8 +331,7 @@ async fn delete_wait_returns_once_the_pod_is_gone_and_says_what_holds_it() {
     succeeds(&cluster, &["delete", "po", "solo", "--force"]).await;
 
     // A pod the node confirms once the CLI's delete has landed: the CLI returns after that.
-    succeeds(&cluster, &["apply", "-f", &pod_yaml]).await;
-    bind(&cluster, "solo", "node-1").await;
+    apply_bound_solo(&cluster).await;
     let api = cluster.api();
     let node = async {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -367,4 +369,54 @@ async fn delete_wait_returns_once_the_pod_is_gone_and_says_what_holds_it() {
         returned_at >= confirmed_at,
         "the CLI returned before the node confirmed the deletion"
     );
+}
+
+/// `--wait` over a selector reads the pods it waits for with one list a poll, and pods held
+/// back for one reason share one line.
+#[actix::test]
+async fn delete_wait_over_a_selector_names_the_pods_held_back_together() {
+    let cluster = LocalCluster::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["pair-a", "pair-b"] {
+        let manifest = POD
+            .replace("name: solo", &format!("name: {name}"))
+            .replace("app: solo", "app: pair");
+        let path = write(&dir, &format!("{name}.yaml"), &manifest);
+        succeeds(&cluster, &["apply", "-f", &path]).await;
+        bind(&cluster, name, "node-1").await;
+    }
+    let out = shoal(
+        &cluster,
+        &[
+            "delete",
+            "po",
+            "-l",
+            "app=pair",
+            "--wait",
+            "--timeout",
+            "2s",
+        ],
+    )
+    .await;
+    assert!(!out.ok, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("waiting for the deletion of pod/pair-a, pod/pair-b: the node is still stopping the containers (grace period 30 s; --force removes at once)"),
+        "{}",
+        out.stderr
+    );
+    succeeds(
+        &cluster,
+        &["delete", "po", "-l", "app=pair", "--force", "--wait"],
+    )
+    .await;
+    let left = cluster
+        .api()
+        .list::<Pod>(&bus_schemas::api::ListOptions {
+            namespace: "default".into(),
+            label_selector: "app=pair".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(left.items.is_empty(), "{:?}", left.items.len());
 }

@@ -186,6 +186,18 @@ pub async fn allow_privileged_pods(api: &ApiClient) {
         .expect("label the namespace privileged");
 }
 
+/// Deletes a pod of the default namespace, with its own grace period unless one is given.
+pub async fn delete_pod(api: &ApiClient, name: &str, grace_period_seconds: Option<i64>) {
+    let options = bus_schemas::api::DeleteOptions {
+        name: name.into(),
+        grace_period_seconds,
+        ..Default::default()
+    };
+    api.delete::<Pod>(&options)
+        .await
+        .expect("the pod is deleted");
+}
+
 pub fn pod(node: &str, name: &str, spec: serde_json::Value) -> Pod {
     let mut value = serde_json::json!({"metadata": {"name": name}, "spec": spec});
     value["spec"]["nodeName"] = serde_json::Value::String(node.into());
