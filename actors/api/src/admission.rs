@@ -21,12 +21,7 @@ pub(crate) async fn admit<K: Resource>(
 ) -> Result<(), Status> {
     let started = std::time::Instant::now();
     let admitted = admit_untimed(server, obj, old).await;
-    shoal_telemetry::step!(
-        "api.admission",
-        started,
-        admitted.is_ok(),
-        kind = K::INFO.kind
-    );
+    shoal_telemetry::step!("api.admission", started, admitted.is_ok());
     admitted
 }
 

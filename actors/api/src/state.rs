@@ -47,7 +47,6 @@ pub(crate) fn decode_object<K: Resource>(payload: &[u8]) -> Result<K, Status> {
         "api.decode",
         started,
         decoded.is_ok(),
-        kind = K::INFO.kind,
         bytes = shoal_telemetry::int(payload.len())
     );
     decoded

@@ -137,7 +137,6 @@ pub fn cas_written(
         "api.cas_write",
         started,
         ok,
-        kind,
         namespace,
         name,
         expected = shoal_telemetry::int(expected),

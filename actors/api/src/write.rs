@@ -33,12 +33,7 @@ const GENERATE_NAME_ATTEMPTS: u8 = 8;
 fn validate<K: Resource>(obj: &K, old: Option<&K>) -> Result<(), Status> {
     let started = std::time::Instant::now();
     let validated = validate_untimed(obj, old);
-    shoal_telemetry::step!(
-        "api.validate",
-        started,
-        validated.is_ok(),
-        kind = K::INFO.kind
-    );
+    shoal_telemetry::step!("api.validate", started, validated.is_ok());
     validated
 }
 

@@ -81,13 +81,14 @@ pub async fn connect(
         None => "_INBOX".to_string(),
     };
     let identity = auth.describe();
+    let servers = server_urls(url);
     let mut refusals = 0;
     loop {
-        let (inbox, identity) = (inbox.clone(), identity.clone());
+        let (reported_inbox, reported_identity) = (inbox.clone(), identity.clone());
         let connected = auth
             .apply(async_nats::ConnectOptions::new())
             .event_callback(move |event| {
-                violations::report(&inbox, &identity, &event);
+                violations::report(&reported_inbox, &reported_identity, &event);
                 async {}
             })
             .name(name)
@@ -96,8 +97,18 @@ pub async fn connect(
             .reconnect_delay_callback(reconnect_delay)
             .request_timeout(Some(std::time::Duration::from_secs(10)))
             .ping_interval(PING_INTERVAL)
-            .connect(server_urls(url).as_slice())
-            .await;
+            .connect(servers.as_slice());
+        // The client library logs every refusal as an ERROR. One this loop retries says
+        // nothing wrong yet, so only the last attempt's is logged (a revoked credential,
+        // refused every time, still is); a refusal retried is a debug line of ours.
+        let connected = if refusals < AUTHORIZATION_RETRIES {
+            use tracing::instrument::WithSubscriber;
+            connected
+                .with_subscriber(tracing::subscriber::NoSubscriber::default())
+                .await
+        } else {
+            connected.await
+        };
         match connected {
             // A server reloading its identities (`shoal creds create` on the cluster's
             // machine) re-checks every connection it holds, and one whose CONNECT it has not
@@ -108,6 +119,7 @@ pub async fn connect(
                     && refusals < AUTHORIZATION_RETRIES =>
             {
                 refusals += 1;
+                tracing::debug!(%identity, attempt = refusals, "credential refused; the server may be reloading its identities, trying again");
                 tokio::time::sleep(std::time::Duration::from_millis(300)).await;
             }
             other => return other,

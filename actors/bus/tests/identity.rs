@@ -373,6 +373,35 @@ async fn errors_logged_during<T>(work: impl std::future::Future<Output = T>) -> 
     (out, text)
 }
 
+/// `connect` tries a refused credential again (a server reloading its identities can refuse
+/// one it admits, once), and the client library logs every refusal as an ERROR: a process
+/// that connected during a reload printed "authorization violation" and then ran
+/// normally. Only the refusal that ends the retries may be logged.
+#[tokio::test]
+async fn a_refusal_that_is_retried_is_not_logged_and_the_last_one_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let natsd = cluster(dir.path()).await;
+    let auth_dir = natsd.config().auth.clone().unwrap();
+    // Issued but never admitted: the server refuses it on every attempt.
+    let path = auth_dir.issue(&Role::Viewer, "unadmitted").unwrap();
+    let unadmitted = ClientAuth::from_creds_file(&path).unwrap();
+    let (refused, errors) =
+        errors_logged_during(shoal_bus::connect(&natsd.url(), "unadmitted", &unadmitted)).await;
+    let err = refused.expect_err("a credential the server does not know is refused");
+    assert!(
+        err.to_string().to_lowercase().contains("authorization"),
+        "{err}"
+    );
+    let logged = errors
+        .lines()
+        .filter(|l| l.contains("authorization violation"))
+        .count();
+    assert_eq!(
+        logged, 1,
+        "the refusal that ended the retries, and no other, is logged:\n{errors}"
+    );
+}
+
 /// Issuing an identity waits until the reloaded server admits it, trying to connect with
 /// it meanwhile. Those refusals are expected; the client library logs each one as an
 /// ERROR ("authorization violation"), which the benchmarks (`bench_scheduling --tls` among

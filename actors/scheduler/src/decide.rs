@@ -131,18 +131,12 @@ impl Decider {
             "scheduler.filter",
             filtering,
             true,
-            nodes = shoal_telemetry::int(total),
             visited = shoal_telemetry::int(visited),
             feasible = shoal_telemetry::int(candidates)
         );
         let scoring = std::time::Instant::now();
         let picked = pick(ctx, cache, &self.feasible, weights);
-        shoal_telemetry::step!(
-            "scheduler.score",
-            scoring,
-            picked.is_some(),
-            candidates = shoal_telemetry::int(candidates)
-        );
+        shoal_telemetry::step!("scheduler.score", scoring, picked.is_some());
         match picked {
             Some(node) => Decision::Bind { node },
             None => Decision::Unfit(unfit),

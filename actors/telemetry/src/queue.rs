@@ -287,6 +287,7 @@ mod tests {
             let _entered = span.enter();
             let started = std::time::Instant::now();
             crate::step!("api.decode", started, true, bytes = crate::int(12u64));
+            crate::step!("api.validate", started, false);
             tracing::warn!(target: "shoal_api::write", "retrying a conflict");
         });
         let mut spans = std::mem::take(&mut *kept.0.lock().unwrap());
@@ -303,13 +304,19 @@ mod tests {
         let events = &spans[0].events.events;
         let step = events.iter().find(|e| e.name == "api.decode").unwrap();
         let names: Vec<&str> = step.attributes.iter().map(|kv| kv.key.as_str()).collect();
-        assert_eq!(names, ["duration_us", "outcome", "bytes"]);
+        assert_eq!(names, ["duration_us", "bytes"], "a step that went well");
         // A number, not its text: the layer formats a u64 field into a string.
         assert!(matches!(
             step.attributes[0].value,
             opentelemetry::Value::I64(_)
         ));
-        let log = events.iter().find(|e| e.name != "api.decode").unwrap();
+        let failed = events.iter().find(|e| e.name == "api.validate").unwrap();
+        assert_eq!(
+            attribute(&failed.attributes, "outcome").as_deref(),
+            Some("failed"),
+            "a failed step says so"
+        );
+        let log = events.iter().find(|e| !e.name.starts_with("api.")).unwrap();
         assert_eq!(attribute(&log.attributes, "level").as_deref(), Some("WARN"));
         assert_eq!(
             attribute(&log.attributes, "target").as_deref(),
