@@ -55,24 +55,15 @@ pub const STEP_TARGET: &str = "shoal::step";
 macro_rules! step {
     ($name:literal, $started:expr, $ok:expr $(, $($field:tt)+)?) => {
         if ::tracing::dispatcher::get_default(|d| d.current_span().is_known()) {
-            if $ok {
-                ::tracing::event!(
-                    name: $name,
-                    target: $crate::STEP_TARGET,
-                    ::tracing::Level::INFO,
-                    duration_us = $crate::int(::std::time::Instant::elapsed(&$started).as_micros())
-                    $(, $($field)+)?
-                );
-            } else {
-                ::tracing::event!(
-                    name: $name,
-                    target: $crate::STEP_TARGET,
-                    ::tracing::Level::INFO,
-                    duration_us = $crate::int(::std::time::Instant::elapsed(&$started).as_micros()),
-                    outcome = "failed"
-                    $(, $($field)+)?
-                );
-            }
+            // An Option records nothing when None: one event whether the step failed or not.
+            ::tracing::event!(
+                name: $name,
+                target: $crate::STEP_TARGET,
+                ::tracing::Level::INFO,
+                duration_us = $crate::int(::std::time::Instant::elapsed(&$started).as_micros()),
+                outcome = (!$ok).then_some("failed")
+                $(, $($field)+)?
+            );
         }
     };
 }

@@ -44,13 +44,16 @@ async fn bind(cluster: &LocalCluster, pod: &str, node: &str) {
     scheduler.update(&bound).await.unwrap();
 }
 
-/// Applies [`POD`] (`solo`) with the CLI and binds it to a node no agent runs, so a delete
-/// leaves it Terminating until someone confirms for the node.
-async fn apply_bound_solo(cluster: &LocalCluster) {
+/// Applies [`POD`] with the CLI, named `name` and labelled `app: {app}`, and binds it to a
+/// node no agent runs, so a delete leaves it Terminating until someone confirms for the node.
+async fn apply_bound(cluster: &LocalCluster, name: &str, app: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let pod_yaml = write(&dir, "pod.yaml", POD);
+    let manifest = POD
+        .replace("name: solo", &format!("name: {name}"))
+        .replace("app: solo", &format!("app: {app}"));
+    let pod_yaml = write(&dir, "pod.yaml", &manifest);
     succeeds(cluster, &["apply", "-f", &pod_yaml]).await;
-    bind(cluster, "solo", "node-1").await;
+    bind(cluster, name, "node-1").await;
 }
 
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
@@ -288,7 +291,7 @@ async fn pod_security_warnings_and_refusals_reach_the_terminal() {
 #[actix::test]
 async fn delete_force_removes_a_bound_pod_without_waiting_for_its_node() {
     let cluster = LocalCluster::start().await.unwrap();
-    apply_bound_solo(&cluster).await;
+    apply_bound(&cluster, "solo", "solo").await;
 
     succeeds(&cluster, &["delete", "po", "solo"]).await;
     let terminating: Pod = cluster.api().get("default", "solo").await.unwrap();
@@ -312,7 +315,7 @@ async fn delete_force_removes_a_bound_pod_without_waiting_for_its_node() {
 #[actix::test]
 async fn delete_wait_returns_once_the_pod_is_gone_and_says_what_holds_it() {
     let cluster = LocalCluster::start().await.unwrap();
-    apply_bound_solo(&cluster).await;
+    apply_bound(&cluster, "solo", "solo").await;
 
     // No agent runs node-1, so nobody confirms the pod stopped: it stays Terminating.
     let out = shoal(
@@ -331,7 +334,7 @@ async fn delete_wait_returns_once_the_pod_is_gone_and_says_what_holds_it() {
     succeeds(&cluster, &["delete", "po", "solo", "--force"]).await;
 
     // A pod the node confirms once the CLI's delete has landed: the CLI returns after that.
-    apply_bound_solo(&cluster).await;
+    apply_bound(&cluster, "solo", "solo").await;
     let api = cluster.api();
     let node = async {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -376,14 +379,8 @@ async fn delete_wait_returns_once_the_pod_is_gone_and_says_what_holds_it() {
 #[actix::test]
 async fn delete_wait_over_a_selector_names_the_pods_held_back_together() {
     let cluster = LocalCluster::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
     for name in ["pair-a", "pair-b"] {
-        let manifest = POD
-            .replace("name: solo", &format!("name: {name}"))
-            .replace("app: solo", "app: pair");
-        let path = write(&dir, &format!("{name}.yaml"), &manifest);
-        succeeds(&cluster, &["apply", "-f", &path]).await;
-        bind(&cluster, name, "node-1").await;
+        apply_bound(&cluster, name, "pair").await;
     }
     let out = shoal(
         &cluster,
