@@ -13,7 +13,7 @@
 //! - [`work`]: starting traced work, which costs nothing when its trace is not sampled.
 //! - [`logfmt`]: the JSON log line format.
 //! - [`metrics`]: every actor's Prometheus families; [`serve`]: `/metrics` and NATS health.
-//! - [`step!`] (here): a short step of a span's work, recorded as an event on that span.
+//! - [`step!`] (here) and [`steps`]: a short step of a span's work, an event on that span.
 //! - `span_actors` (feature `test-support`): the actor each span names, for tests.
 
 pub mod jetstream;
@@ -26,45 +26,34 @@ pub mod sampling;
 pub mod serve;
 #[cfg(any(test, feature = "test-support"))]
 pub mod span_actors;
+pub mod steps;
 pub mod traceview;
 pub mod work;
 
 pub use jetstream::ACTOR_ATTRIBUTE;
 
-/// The target of [`step!`] events: traced, never logged.
-pub const STEP_TARGET: &str = "shoal::step";
-
 /// Records a short step of the current span's work (decoding, admission, filtering…) as an
 /// event on that span: its name, `duration_us`, `outcome = "failed"` when it failed, and the
-/// given fields. `shoal trace` shows it as a line under its span.
+/// given fields (`key = value`, or a variable's name). `shoal trace` shows it as a line under
+/// its span. How it is recorded, and why not as a `tracing` event: [`steps`].
 ///
 /// NOTE: why a step carries so little. A traced pod start records about 16 steps; with
-/// every step left out, a scheduling run at a 1.0 ratio ran 5 % faster. The layer turns each
-/// text field into an allocated string, so a step records no `outcome` when it went well
-/// (most do) and none of what its span already says (the request's kind, the scheduling
-/// attempt's node count).
+/// every step left out, a scheduling run at a 1.0 ratio ran 5 % faster. Each text field is
+/// an allocated string, so a step records no `outcome` when it went well (most do) and none
+/// of what its span already says (the request's kind, the scheduling attempt's node count).
 ///
 /// NOTE: why an event rather than a child span. A span costs its registry slot, its own
 /// OpenTelemetry span and its export; a step lasts microseconds and happens on every
 /// request, so at a 1.0 sample ratio child spans for them were a third of the API's spans.
 /// The Kubernetes API server records the same steps of a request as events on its span.
-/// Outside a recorded span (tracing off, or a trace sampled out) it does nothing. It asks the
-/// dispatcher whether a span is entered rather than taking `Span::current()`, which clones
-/// the span's handle and closes it again through every layer, on every request.
+/// Outside a recorded span (tracing off, or a trace sampled out) it does nothing, and its
+/// fields are not evaluated.
 #[macro_export]
 macro_rules! step {
     ($name:literal, $started:expr, $ok:expr $(, $($field:tt)+)?) => {
-        if ::tracing::dispatcher::get_default(|d| d.current_span().is_known()) {
-            // An Option records nothing when None: one event whether the step failed or not.
-            ::tracing::event!(
-                name: $name,
-                target: $crate::STEP_TARGET,
-                ::tracing::Level::INFO,
-                duration_us = $crate::int(::std::time::Instant::elapsed(&$started).as_micros()),
-                outcome = (!$ok).then_some("failed")
-                $(, $($field)+)?
-            );
-        }
+        $crate::steps::record($name, &$started, $ok, |_attributes| {
+            $($crate::__step_fields!(_attributes; $($field)+);)?
+        })
     };
 }
 
@@ -86,7 +75,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
-use tracing_subscriber::filter::{filter_fn, EnvFilter, FilterExt, LevelFilter, Targets};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, Registry};
@@ -246,7 +235,8 @@ where
     // only what an operator reads is kept: no per-span thread name (a String each), code
     // location or busy/idle timings (two clock reads per poll of an instrumented future).
     // Context activation stays: it gives each span its ids when first entered, which JSON
-    // log lines carry.
+    // log lines carry, and makes the entered span the OpenTelemetry context's, where
+    // `step!` adds its events.
     tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("shoal"))
         .with_threads(false)
@@ -258,9 +248,7 @@ where
 
 /// Installs the process's subscriber. Call once, first thing.
 pub fn init(config: TelemetryConfig) -> Result<Telemetry, TelemetryError> {
-    let filter = EnvFilter::try_new(&config.log_filter)
-        .unwrap_or_else(|_| EnvFilter::new("warn"))
-        .and(filter_fn(|meta| meta.target() != STEP_TARGET));
+    let filter = EnvFilter::try_new(&config.log_filter).unwrap_or_else(|_| EnvFilter::new("warn"));
     let logs: Box<dyn Layer<Registry> + Send + Sync> = match config.log_format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)

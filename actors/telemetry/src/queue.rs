@@ -146,8 +146,7 @@ async fn export_loop<E: SpanExporter>(
         pending.swap(&mut batch);
         while !batch.is_empty() {
             let take = batch.len().min(BATCH_SIZE);
-            let mut chunk: Vec<SpanData> = batch.drain(..take).collect();
-            chunk.iter_mut().for_each(drop_step_boilerplate);
+            let chunk: Vec<SpanData> = batch.drain(..take).collect();
             let n = chunk.len() as u64;
             let result = tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(chunk)).await;
             let failure = match result {
@@ -170,28 +169,6 @@ async fn export_loop<E: SpanExporter>(
         }
         if stop {
             return;
-        }
-    }
-}
-
-/// Takes the `level` and `target` attributes off a span's steps ([`crate::step!`]).
-///
-/// NOTE: why. `tracing-opentelemetry` writes both on every event, and on a step they say
-/// nothing: it is always `INFO` and `shoal::step`. They were 17 % of the bytes in
-/// `SHOAL_TRACES` (measured on a scheduling run at a 1.0 ratio: 524 bytes a span, two
-/// steps a span), bytes every export encodes and the server stores. Log events keep theirs:
-/// there the level and the module are the point. Done here, on the export thread, so the
-/// actors never pay for it.
-pub(crate) fn drop_step_boilerplate(span: &mut SpanData) {
-    for event in &mut span.events.events {
-        let is_step = event.attributes.iter().any(|kv| {
-            kv.key.as_str() == "target"
-                && matches!(&kv.value, opentelemetry::Value::String(s) if s.as_str() == crate::STEP_TARGET)
-        });
-        if is_step {
-            event
-                .attributes
-                .retain(|kv| !matches!(kv.key.as_str(), "level" | "target"));
         }
     }
 }
@@ -272,7 +249,33 @@ mod tests {
     }
 
     #[test]
-    fn steps_lose_their_level_and_target_and_log_events_keep_them() {
+    fn a_step_lands_on_the_span_entered_when_it_is_taken() {
+        let kept = Kept::default();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(kept.clone())
+            .build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        tracing::subscriber::with_default(subscriber, || {
+            let started = std::time::Instant::now();
+            let sync = tracing::info_span!(target: "shoal_agent", "pod.sync");
+            sync.in_scope(|| {
+                let start = tracing::info_span!(target: "shoal_agent", "node.container_start");
+                start.in_scope(|| crate::step!("inner", started, true));
+                crate::step!("outer", started, true);
+            });
+        });
+        let spans = std::mem::take(&mut *kept.0.lock().unwrap());
+        let steps_of = |name: &str| -> Vec<String> {
+            let span = spans.iter().find(|s| s.name == name).unwrap();
+            span.events.iter().map(|e| e.name.to_string()).collect()
+        };
+        assert_eq!(steps_of("node.container_start"), ["inner"]);
+        assert_eq!(steps_of("pod.sync"), ["outer"]);
+    }
+
+    #[test]
+    fn a_step_carries_only_its_own_fields_and_a_log_event_keeps_its_level_and_target() {
         let kept = Kept::default();
         let provider = SdkTracerProvider::builder()
             .with_span_processor(kept.clone())
@@ -286,37 +289,48 @@ mod tests {
             let span = tracing::info_span!(target: "shoal_api", "api.request");
             let _entered = span.enter();
             let started = std::time::Instant::now();
-            crate::step!("api.decode", started, true, bytes = crate::int(12u64));
+            let node = String::from("node-7");
+            crate::step!("api.decode", started, true, bytes = 12u64, node);
             crate::step!("api.validate", started, false);
             tracing::warn!(target: "shoal_api::write", "retrying a conflict");
         });
-        let mut spans = std::mem::take(&mut *kept.0.lock().unwrap());
+        let spans = std::mem::take(&mut *kept.0.lock().unwrap());
         assert_eq!(spans.len(), 1);
         let events = &spans[0].events.events;
-        // The layer does write both on every event: otherwise this would test nothing.
-        assert!(events
-            .iter()
-            .all(|e| attribute(&e.attributes, "level").is_some()
-                && attribute(&e.attributes, "target").is_some()));
+        let names: Vec<&str> = events.iter().map(|e| e.name.as_ref()).collect();
+        assert_eq!(
+            names[..2],
+            ["api.decode", "api.validate"],
+            "in order, on the span"
+        );
 
-        drop_step_boilerplate(&mut spans[0]);
-
-        let events = &spans[0].events.events;
-        let step = events.iter().find(|e| e.name == "api.decode").unwrap();
-        let names: Vec<&str> = step.attributes.iter().map(|kv| kv.key.as_str()).collect();
-        assert_eq!(names, ["duration_us", "bytes"], "a step that went well");
-        // A number, not its text: the layer formats a u64 field into a string.
+        let step = &events[0];
+        let keys: Vec<&str> = step.attributes.iter().map(|kv| kv.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["duration_us", "bytes", "node"],
+            "a step that went well"
+        );
+        // Numbers, not their text.
         assert!(matches!(
             step.attributes[0].value,
             opentelemetry::Value::I64(_)
         ));
-        let failed = events.iter().find(|e| e.name == "api.validate").unwrap();
+        assert!(matches!(
+            step.attributes[1].value,
+            opentelemetry::Value::I64(12)
+        ));
+        assert_eq!(
+            attribute(&step.attributes, "node").as_deref(),
+            Some("node-7")
+        );
+        let failed = &events[1];
         assert_eq!(
             attribute(&failed.attributes, "outcome").as_deref(),
             Some("failed"),
             "a failed step says so"
         );
-        let log = events.iter().find(|e| !e.name.starts_with("api.")).unwrap();
+        let log = &events[2];
         assert_eq!(attribute(&log.attributes, "level").as_deref(), Some("WARN"));
         assert_eq!(
             attribute(&log.attributes, "target").as_deref(),
