@@ -51,8 +51,8 @@ pub use jetstream::ACTOR_ATTRIBUTE;
 #[macro_export]
 macro_rules! step {
     ($name:literal, $started:expr, $ok:expr $(, $($field:tt)+)?) => {
-        $crate::steps::record($name, &$started, $ok, |_attributes| {
-            $($crate::__step_fields!(_attributes; $($field)+);)?
+        $crate::steps::record($name, &$started, $ok, || {
+            $crate::__step_fields!([] $($($field)+)?)
         })
     };
 }
