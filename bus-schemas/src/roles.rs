@@ -140,6 +140,10 @@ impl Role {
                 p.publish_allow = strings(&[
                     subjects::OBJECTS_ALL,
                     "$JS.API.>",
+                    // Its informers' deliveries name these as their reply subjects: see
+                    // `read_stream`. It may manage any stream, so it may ack any.
+                    "$JS.ACK.>",
+                    "$JS.FC.>",
                     TRACES,
                     subjects::BENCH_ALL,
                 ]);
@@ -375,7 +379,13 @@ fn read_stream(stream: &str) -> Vec<String> {
             "$JS.API.CONSUMER.DELETE.{s}.*",
             "$JS.API.CONSUMER.MSG.NEXT.{s}.*",
             "$JS.FC.{s}.>",
-            // Acknowledging what one's own durable consumer delivered (a work queue).
+            // Acknowledging what one's own durable consumer delivered (a work queue). Also
+            // why a watcher that answers requests (`allow_responses`) must be allowed these
+            // two: nats-server keeps a reply permission for every message delivered with a
+            // reply subject its receiver may not already publish to, for two minutes, and
+            // walks them all every 4,096 deliveries. Every event a watch delivers names an
+            // ack subject, so the API's pod informer alone left one per event, and that walk
+            // grew with the run until it was a tenth of the server's time.
             "$JS.ACK.{s}.>",
         ]
         .iter()
@@ -509,6 +519,26 @@ mod tests {
             );
         }
         assert!(Role::Api.permissions(INBOX).may_publish(&object));
+    }
+
+    #[test]
+    fn a_watcher_that_answers_requests_may_ack_what_its_watches_deliver() {
+        // The reply subject of an ordered consumer's delivery, as nats-server sends it.
+        let delivery = format!("$JS.ACK.{OBJECTS_STREAM}.OBC2kx.1.4711.4711.1764980000000000000.0");
+        let flow_control = format!("$JS.FC.{OBJECTS_STREAM}.OBC2kx.3Gx1");
+        for role in [
+            Role::Api,
+            Role::Node("n1".into()),
+            Role::Controllers,
+            Role::Scheduler,
+            Role::Naming,
+            Role::Autoscaler,
+        ] {
+            let p = role.permissions(INBOX);
+            assert!(p.allow_responses, "{role}");
+            assert!(p.may_publish(&delivery), "{role}");
+            assert!(p.may_publish(&flow_control), "{role}");
+        }
     }
 
     #[test]
