@@ -521,19 +521,25 @@ mod tests {
         assert!(Role::Api.permissions(INBOX).may_publish(&object));
     }
 
-    #[test]
-    fn a_watcher_that_answers_requests_may_ack_what_its_watches_deliver() {
-        // The reply subject of an ordered consumer's delivery, as nats-server sends it.
-        let delivery = format!("$JS.ACK.{OBJECTS_STREAM}.OBC2kx.1.4711.4711.1764980000000000000.0");
-        let flow_control = format!("$JS.FC.{OBJECTS_STREAM}.OBC2kx.3Gx1");
-        for role in [
+    /// The roles of processes that host actors: each keeps informers and answers requests.
+    fn actor_roles() -> [Role; 6] {
+        [
             Role::Api,
             Role::Node("n1".into()),
             Role::Controllers,
             Role::Scheduler,
             Role::Naming,
             Role::Autoscaler,
-        ] {
+        ]
+    }
+
+    #[test]
+    fn a_watcher_that_answers_requests_may_ack_what_its_watches_deliver() {
+        // The reply subjects of an ordered consumer's delivery and flow control, as
+        // nats-server sends them.
+        let delivery = format!("$JS.ACK.{OBJECTS_STREAM}.OBC2kx.1.4711.4711.1764980000000000000.0");
+        let flow_control = format!("$JS.FC.{OBJECTS_STREAM}.OBC2kx.3Gx1");
+        for role in actor_roles() {
             let p = role.permissions(INBOX);
             assert!(p.allow_responses, "{role}");
             assert!(p.may_publish(&delivery), "{role}");
@@ -560,14 +566,7 @@ mod tests {
 
     #[test]
     fn every_actor_answers_cache_inspection_and_only_operators_ask() {
-        for role in [
-            Role::Api,
-            Role::Node("n1".into()),
-            Role::Controllers,
-            Role::Scheduler,
-            Role::Naming,
-            Role::Autoscaler,
-        ] {
+        for role in actor_roles() {
             let p = role.permissions(INBOX);
             assert!(p.may_subscribe(subjects::INSPECT_CACHES), "{role}");
             assert!(p.allow_responses, "{role}");
