@@ -140,13 +140,12 @@ impl Role {
                 p.publish_allow = strings(&[
                     subjects::OBJECTS_ALL,
                     "$JS.API.>",
-                    // Its informers' deliveries name these as their reply subjects: see
-                    // `read_stream`. It may manage any stream, so it may ack any.
-                    "$JS.ACK.>",
-                    "$JS.FC.>",
                     TRACES,
                     subjects::BENCH_ALL,
                 ]);
+                // Its informers watch the object log; it may manage every stream, so it may
+                // answer what any stream's consumer delivers.
+                p.publish_allow.extend(deliveries("*"));
                 p.subscribe_allow
                     .extend(strings(&[subjects::API_ALL, subjects::NODE_ALL]));
                 p.allow_responses = true;
@@ -378,20 +377,25 @@ fn read_stream(stream: &str) -> Vec<String> {
             "$JS.API.CONSUMER.INFO.{s}.*",
             "$JS.API.CONSUMER.DELETE.{s}.*",
             "$JS.API.CONSUMER.MSG.NEXT.{s}.*",
-            "$JS.FC.{s}.>",
-            // Acknowledging what one's own durable consumer delivered (a work queue). Also
-            // why a watcher that answers requests (`allow_responses`) must be allowed these
-            // two: nats-server keeps a reply permission for every message delivered with a
-            // reply subject its receiver may not already publish to, for two minutes, and
-            // walks them all every 4,096 deliveries. Every event a watch delivers names an
-            // ack subject, so the API's pod informer alone left one per event, and that walk
-            // grew with the run until it was a tenth of the server's time.
-            "$JS.ACK.{s}.>",
         ]
         .iter()
         .map(|t| t.replace("{s}", stream)),
     );
+    subjects.extend(deliveries(stream));
     subjects
+}
+
+/// The reply subjects of what a consumer of `stream` delivers: flow control, and the acks
+/// of one's own durable consumer (a work queue).
+///
+/// NOTE: why every watcher may publish them, acking or not. nats-server keeps a reply
+/// permission, for two minutes, for every message delivered with a reply subject that an
+/// `allow_responses` connection may not already publish to, and walks them all every 4,096
+/// deliveries. Every event a watch delivers names an ack subject: the API's pod informer,
+/// once without these, left one entry per event, and the walk grew with the run until it
+/// was a tenth of the server's time.
+fn deliveries(stream: &str) -> [String; 2] {
+    [format!("$JS.FC.{stream}.>"), format!("$JS.ACK.{stream}.>")]
 }
 
 fn read_all_streams() -> Vec<String> {
