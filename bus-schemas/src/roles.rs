@@ -391,9 +391,9 @@ fn read_stream(stream: &str) -> Vec<String> {
 /// NOTE: why every watcher may publish them, acking or not. nats-server keeps a reply
 /// permission, for two minutes, for every message delivered with a reply subject that an
 /// `allow_responses` connection may not already publish to, and walks them all every 4,096
-/// deliveries or every second. Every event a watch delivers names an ack subject: the API's pod informer,
-/// once without these, left one entry per event, and the walk grew with the run until it
-/// was a tenth of the server's time.
+/// deliveries or every second. Every event a watch delivers names an ack subject: the API's
+/// pod informer, once without these, left one entry per event, and the walk grew with the
+/// run until it was a tenth of the server's time.
 fn deliveries(stream: &str) -> [String; 2] {
     [format!("$JS.FC.{stream}.>"), format!("$JS.ACK.{stream}.>")]
 }
